@@ -1,0 +1,7 @@
+//! Host of the cloud-IPAM operator: the provider runtime (wasmtime), the
+//! [`cloud::CloudApi`] trait the IPAM engine uses, and the conformance suite
+//! every provider is checked against.
+
+pub mod cloud;
+pub mod conformance;
+pub mod provider;

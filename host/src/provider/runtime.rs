@@ -1,0 +1,217 @@
+//! One wasmtime [`Engine`] for every provider: epoch interruption driven by a
+//! ticker thread, a linker with the imports a provider may use, and the disk
+//! cache of compiled components.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+use super::cache::{self, CacheError, ComponentCache};
+use super::credentials::CredentialSource;
+use super::egress::{EgressError, EgressPolicy};
+use super::module::{ModuleError, ModuleInfo};
+use super::state::StoreState;
+use super::v0_1_0::{self, IpamProviderPre};
+use super::wasm_provider::WasmProvider;
+use crate::cloud::CloudError;
+
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Where compiled components are kept; `None` compiles on every load.
+    pub cache_dir: Option<PathBuf>,
+    /// Granularity of epoch deadlines.
+    pub epoch_tick: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: Some(default_cache_dir()),
+            epoch_tick: Duration::from_millis(10),
+        }
+    }
+}
+
+/// `$IPAM_CACHE_DIR`, else `$XDG_CACHE_HOME/ipam-operator/components`, else
+/// `~/.cache/ipam-operator/components`, else a folder in the temp dir.
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("IPAM_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("ipam-operator").join("components")
+}
+
+/// Limits applied to every call into a provider.
+#[derive(Debug, Clone, Copy)]
+pub struct CallLimits {
+    /// Wall-clock limit of one call, and (in epoch ticks) of the guest's CPU.
+    pub timeout: Duration,
+    /// Cap on one instance's linear memory.
+    pub memory_bytes: usize,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(30),
+            memory_bytes: 128 << 20,
+        }
+    }
+}
+
+/// How one provider is run.
+#[derive(Clone)]
+pub struct ProviderConfig {
+    /// The provider's settings, a JSON document it validates itself.
+    pub settings: String,
+    /// Allowed origins, `scheme://host[:port]`.
+    pub egress: Vec<String>,
+    pub credentials: Arc<dyn CredentialSource>,
+    pub limits: CallLimits,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Module(#[from] ModuleError),
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error("linking the component: {0}")]
+    Link(String),
+    #[error("egress allow-list: {0}")]
+    Egress(#[from] EgressError),
+    #[error("starting the provider: {0}")]
+    Start(#[from] CloudError),
+    #[error("creating the wasmtime engine: {0}")]
+    Engine(String),
+}
+
+/// A module compiled (or loaded from cache) and linked, ready to instantiate.
+pub struct PreparedModule {
+    pub info: ModuleInfo,
+    pub origin: cache::Origin,
+    pub(super) pre: IpamProviderPre<StoreState>,
+}
+
+pub struct ProviderRuntime {
+    engine: Engine,
+    linker: Linker<StoreState>,
+    cache: Option<ComponentCache>,
+    compiles: AtomicUsize,
+    epoch_tick: Duration,
+}
+
+impl ProviderRuntime {
+    pub fn new(config: RuntimeConfig) -> Result<Self, LoadError> {
+        let mut wasm = Config::new();
+        wasm.epoch_interruption(true);
+        let engine = Engine::new(&wasm).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+        spawn_epoch_ticker(&engine, config.epoch_tick);
+
+        let link = |e: wasmtime::Error| LoadError::Link(format!("{e:#}"));
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(link)?;
+        v0_1_0::wit_host::add_to_linker::<_, HasSelf<StoreState>>(&mut linker, |state| state)
+            .map_err(link)?;
+
+        let cache = config
+            .cache_dir
+            .map(|dir| ComponentCache::new(&engine, dir))
+            .transpose()?;
+        Ok(Self {
+            engine,
+            linker,
+            cache,
+            compiles: AtomicUsize::new(0),
+            epoch_tick: config.epoch_tick,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// How many components this runtime compiled (cache hits are not counted).
+    pub fn compiles(&self) -> usize {
+        self.compiles.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn epoch_tick(&self) -> Duration {
+        self.epoch_tick
+    }
+
+    /// Check a module's WIT version, then compile it (or load it from the
+    /// cache) and link it.
+    pub fn prepare(&self, bytes: &[u8]) -> Result<PreparedModule, LoadError> {
+        let info = ModuleInfo::read(bytes)?;
+        let (component, origin) = match &self.cache {
+            Some(cache) => cache.load(&self.engine, bytes, &info.digest)?,
+            None => (
+                cache::compile(&self.engine, bytes)?,
+                cache::Origin::Compiled,
+            ),
+        };
+        if origin == cache::Origin::Compiled {
+            self.compiles.fetch_add(1, Ordering::Relaxed);
+        }
+        let link = |e: wasmtime::Error| LoadError::Link(format!("{e:#}"));
+        let pre = self.linker.instantiate_pre(&component).map_err(link)?;
+        let pre = IpamProviderPre::new(pre).map_err(link)?;
+        tracing::debug!(digest = %info.digest, ?origin, "provider module ready");
+        Ok(PreparedModule { info, origin, pre })
+    }
+
+    /// Prepare a module and start a provider from it: one instance is made and
+    /// configured now, so bad settings fail here.
+    pub async fn load(
+        &self,
+        bytes: &[u8],
+        config: ProviderConfig,
+    ) -> Result<WasmProvider, LoadError> {
+        let module = self.prepare(bytes)?;
+        let egress = EgressPolicy::new(&config.egress)?;
+        Ok(WasmProvider::start(self, module, egress, config).await?)
+    }
+
+    pub async fn load_file(
+        &self,
+        path: &std::path::Path,
+        config: ProviderConfig,
+    ) -> Result<WasmProvider, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.load(&bytes, config).await
+    }
+}
+
+/// Advance the engine's epoch every `tick` until the engine is dropped.
+fn spawn_epoch_ticker(engine: &Engine, tick: Duration) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("wasm-epoch".into())
+        .spawn(move || loop {
+            std::thread::sleep(tick);
+            match weak.upgrade() {
+                Some(engine) => engine.increment_epoch(),
+                None => return,
+            }
+        })
+        .map(drop)
+        .unwrap_or_else(|error| tracing::error!(%error, "no epoch ticker: guest CPU loops are bounded by wall-clock timeouts only"));
+}

@@ -1,0 +1,151 @@
+//! The data of one provider instance's store: WASI that grants nothing but
+//! clocks and random, wasi:http behind the egress hook, the memory cap, and the
+//! `host` imports (log, credentials).
+
+use std::sync::Arc;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::ResourceLimiter;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::credentials::CredentialSource;
+use super::http_hooks::{DenialLog, EgressHooks};
+use super::v0_1_0::wit_host;
+
+/// How much of a guest's stderr (panic messages) is kept for error reports.
+const STDERR_CAPTURE_BYTES: usize = 16 * 1024;
+
+/// Caps linear memory; remembers that it refused, so the trap that follows is
+/// reported as a memory-limit error.
+pub struct MemoryCap {
+    pub limit_bytes: usize,
+    pub hit: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit_bytes {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+pub struct StoreState {
+    provider: Arc<str>,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    http: WasiHttpCtx,
+    hooks: EgressHooks,
+    pub memory: MemoryCap,
+    pub stderr: MemoryOutputPipe,
+    credentials: Arc<dyn CredentialSource>,
+}
+
+impl StoreState {
+    pub fn new(
+        provider: Arc<str>,
+        hooks: EgressHooks,
+        memory_limit_bytes: usize,
+        credentials: Arc<dyn CredentialSource>,
+    ) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
+        // No preopened directories, no environment, no arguments, no sockets:
+        // Rust's std references wasi:cli and wasi:filesystem, so they are
+        // linked, but they give the guest nothing.
+        let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        Self {
+            provider,
+            wasi,
+            table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            hooks,
+            memory: MemoryCap {
+                limit_bytes: memory_limit_bytes,
+                hit: false,
+            },
+            stderr,
+            credentials,
+        }
+    }
+
+    /// Tag this instance's logs with the provider's declared name.
+    pub fn rename(&mut self, provider: Arc<str>) {
+        self.provider = provider;
+    }
+
+    pub fn denials(&self) -> &DenialLog {
+        &self.hooks.denials
+    }
+
+    /// The tail of what the guest wrote to stderr, for error reports.
+    pub fn stderr_tail(&self) -> String {
+        let bytes = self.stderr.contents();
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim();
+        let start = text.char_indices().rev().nth(1000).map_or(0, |(i, _)| i);
+        text[start..].to_string()
+    }
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for StoreState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+impl wit_host::Host for StoreState {
+    fn log(&mut self, level: wit_host::LogLevel, message: String) {
+        let provider = &*self.provider;
+        match level {
+            wit_host::LogLevel::Trace => tracing::trace!(provider, "{message}"),
+            wit_host::LogLevel::Debug => tracing::debug!(provider, "{message}"),
+            wit_host::LogLevel::Info => tracing::info!(provider, "{message}"),
+            wit_host::LogLevel::Warn => tracing::warn!(provider, "{message}"),
+            wit_host::LogLevel::Error => tracing::error!(provider, "{message}"),
+        }
+    }
+
+    fn get_credentials(&mut self) -> Result<wit_host::Credentials, String> {
+        let credentials = self.credentials.current()?;
+        Ok(wit_host::Credentials {
+            values: credentials.values.into_iter().collect(),
+            expires_at: credentials.expires_at,
+        })
+    }
+}

@@ -1,0 +1,186 @@
+//! Bindings for `ipam:provider@0.1.0` and conversions between its types and the
+//! plain [`crate::cloud`] model. When a new WIT version is released, it gets a
+//! module like this one; the rest of the host only sees the model.
+
+use crate::cloud;
+
+wasmtime::component::bindgen!({
+    path: "../wit/0.1.0",
+    world: "ipam-provider",
+    exports: { default: async },
+    with: {
+        "wasi:io": wasmtime_wasi::p2::bindings::io,
+        "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+        "wasi:random": wasmtime_wasi::p2::bindings::random,
+        "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+    },
+});
+
+pub use ipam::provider::host as wit_host;
+use ipam::provider::types as t;
+
+impl From<t::Tag> for cloud::Tag {
+    fn from(tag: t::Tag) -> Self {
+        Self {
+            key: tag.key,
+            value: tag.value,
+        }
+    }
+}
+
+impl From<&cloud::Tag> for t::Tag {
+    fn from(tag: &cloud::Tag) -> Self {
+        Self {
+            key: tag.key.clone(),
+            value: tag.value.clone(),
+        }
+    }
+}
+
+fn tags(tags: Vec<t::Tag>) -> Vec<cloud::Tag> {
+    tags.into_iter().map(Into::into).collect()
+}
+
+impl From<t::Vpc> for cloud::Vpc {
+    fn from(v: t::Vpc) -> Self {
+        Self {
+            id: v.id,
+            primary_cidr: v.primary_cidr,
+            cidrs: v.cidrs,
+        }
+    }
+}
+
+impl From<t::Subnet> for cloud::Subnet {
+    fn from(s: t::Subnet) -> Self {
+        Self {
+            id: s.id,
+            cidr: s.cidr,
+            availability_zone: s.availability_zone,
+            vpc_id: s.vpc_id,
+            available_addresses: s.available_addresses,
+            tags: tags(s.tags),
+        }
+    }
+}
+
+impl From<t::SecurityGroup> for cloud::SecurityGroup {
+    fn from(g: t::SecurityGroup) -> Self {
+        Self {
+            id: g.id,
+            vpc_id: g.vpc_id,
+            tags: tags(g.tags),
+        }
+    }
+}
+
+impl From<t::NetworkInterface> for cloud::NetworkInterface {
+    fn from(i: t::NetworkInterface) -> Self {
+        Self {
+            id: i.id,
+            mac: i.mac,
+            index: i.index,
+            subnet_id: i.subnet_id,
+            vpc_id: i.vpc_id,
+            primary_ip: i.primary_ip,
+            addresses: i.addresses,
+            prefixes: i.prefixes,
+            security_groups: i.security_groups,
+            tags: tags(i.tags),
+            instance_id: i.instance_id,
+        }
+    }
+}
+
+impl From<t::Instance> for cloud::Instance {
+    fn from(i: t::Instance) -> Self {
+        Self {
+            id: i.id,
+            instance_type: i.instance_type,
+            availability_zone: i.availability_zone,
+            vpc_id: i.vpc_id,
+            interfaces: i.interfaces.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<t::Limits> for cloud::Limits {
+    fn from(l: t::Limits) -> Self {
+        Self {
+            max_interfaces: l.max_interfaces,
+            ipv4_per_interface: l.ipv4_per_interface,
+            ipv6_per_interface: l.ipv6_per_interface,
+            prefix_delegation: l.prefix_delegation,
+        }
+    }
+}
+
+impl From<t::ProviderInfo> for cloud::ProviderInfo {
+    fn from(i: t::ProviderInfo) -> Self {
+        let c = i.capabilities;
+        Self {
+            name: i.name,
+            version: i.version,
+            capabilities: cloud::Capabilities {
+                create_interface: c.create_interface,
+                release: c.release,
+                prefixes: c.prefixes,
+                delete_interface: c.delete_interface,
+            },
+            max_concurrency: i.max_concurrency,
+        }
+    }
+}
+
+impl From<&cloud::CreateInterfaceRequest> for t::CreateInterfaceRequest {
+    fn from(r: &cloud::CreateInterfaceRequest) -> Self {
+        Self {
+            instance_id: r.instance_id.clone(),
+            index: r.index,
+            subnet_id: r.subnet_id.clone(),
+            security_groups: r.security_groups.clone(),
+            description: r.description.clone(),
+            tags: r.tags.iter().map(Into::into).collect(),
+            delete_on_termination: r.delete_on_termination,
+            ipv4_count: r.ipv4_count,
+            use_prefixes: r.use_prefixes,
+        }
+    }
+}
+
+impl From<cloud::IpRequest> for t::IpRequest {
+    fn from(r: cloud::IpRequest) -> Self {
+        match r {
+            cloud::IpRequest::Addresses(n) => Self::Addresses(n),
+            cloud::IpRequest::Prefixes(n) => Self::Prefixes(n),
+        }
+    }
+}
+
+impl From<t::Assigned> for cloud::Assigned {
+    fn from(a: t::Assigned) -> Self {
+        Self {
+            addresses: a.addresses,
+            prefixes: a.prefixes,
+        }
+    }
+}
+
+impl From<t::Error> for cloud::ProviderError {
+    fn from(e: t::Error) -> Self {
+        use cloud::ProviderError as P;
+        match e {
+            t::Error::Throttled(ms) => P::Throttled(std::time::Duration::from_millis(ms)),
+            t::Error::NotFound(m) => P::NotFound(m),
+            t::Error::InterfaceLimit(m) => P::InterfaceLimit(m),
+            t::Error::AddressLimit(m) => P::AddressLimit(m),
+            t::Error::SubnetFull(m) => P::SubnetFull(m),
+            t::Error::InsufficientPrefixes(m) => P::InsufficientPrefixes(m),
+            t::Error::Conflict(m) => P::Conflict(m),
+            t::Error::InvalidArgument(m) => P::InvalidArgument(m),
+            t::Error::Unauthorized(m) => P::Unauthorized(m),
+            t::Error::Transient(m) => P::Transient(m),
+            t::Error::Other(m) => P::Other(m),
+        }
+    }
+}

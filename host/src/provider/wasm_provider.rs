@@ -1,0 +1,470 @@
+//! A provider component behind the [`CloudApi`] trait: a pool of instances
+//! sized by what the provider declares, a deadline and a memory cap on every
+//! call, and an instance that trapped or timed out replaced by a fresh one.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::sync::Semaphore;
+use wasmtime::{Engine, Store, Trap};
+
+use super::credentials::CredentialSource;
+use super::egress::EgressPolicy;
+use super::http_hooks::{DenialLog, EgressHooks};
+use super::module::ModuleInfo;
+use super::runtime::{CallLimits, PreparedModule, ProviderConfig, ProviderRuntime};
+use super::state::StoreState;
+use super::v0_1_0::{ipam::provider::types as t, IpamProvider, IpamProviderPre};
+use crate::cloud::{
+    Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits,
+    NetworkInterface, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+};
+
+/// Instances beyond this are never made, whatever a provider declares.
+const MAX_INSTANCES: u32 = 64;
+
+struct Live {
+    store: Store<StoreState>,
+    bindings: IpamProvider,
+}
+
+type CallFuture<'a, R> =
+    Pin<Box<dyn Future<Output = wasmtime::Result<Result<R, t::Error>>> + Send + 'a>>;
+
+pub struct WasmProvider {
+    name: Arc<str>,
+    info: ProviderInfo,
+    module: ModuleInfo,
+    engine: Engine,
+    pre: IpamProviderPre<StoreState>,
+    settings: String,
+    egress: Arc<EgressPolicy>,
+    credentials: Arc<dyn CredentialSource>,
+    limits: CallLimits,
+    epoch_ticks: u64,
+    permits: Semaphore,
+    idle: Mutex<Vec<Live>>,
+    instances_created: AtomicU64,
+}
+
+impl WasmProvider {
+    pub(super) async fn start(
+        runtime: &ProviderRuntime,
+        module: PreparedModule,
+        egress: EgressPolicy,
+        config: ProviderConfig,
+    ) -> Result<Self, CloudError> {
+        let tick = runtime.epoch_tick().as_nanos().max(1);
+        let epoch_ticks = (config.limits.timeout.as_nanos() / tick).max(1) as u64;
+        let mut provider = Self {
+            name: Arc::from(module.info.digest.get(..12).unwrap_or("provider")),
+            info: ProviderInfo {
+                name: String::new(),
+                version: String::new(),
+                capabilities: Default::default(),
+                max_concurrency: 1,
+            },
+            module: module.info,
+            engine: runtime.engine().clone(),
+            pre: module.pre,
+            settings: config.settings,
+            egress: Arc::new(egress),
+            credentials: config.credentials,
+            limits: config.limits,
+            epoch_ticks,
+            permits: Semaphore::new(1),
+            idle: Mutex::new(Vec::new()),
+            instances_created: AtomicU64::new(0),
+        };
+        let (mut live, info) = provider.instantiate(false).await?;
+        provider.name = Arc::from(info.name.as_str());
+        live.store.data_mut().rename(provider.name.clone());
+        provider.configure(&mut live).await?;
+        let concurrency = info.max_concurrency.clamp(1, MAX_INSTANCES);
+        provider.permits = Semaphore::new(concurrency as usize);
+        provider.info = info;
+        provider.park(live);
+        tracing::info!(provider = %provider.name, version = %provider.info.version, concurrency, "provider started");
+        Ok(provider)
+    }
+
+    pub fn module(&self) -> &ModuleInfo {
+        &self.module
+    }
+
+    pub fn egress(&self) -> &EgressPolicy {
+        &self.egress
+    }
+
+    /// Instances made so far (a trap or timeout makes the next call make one).
+    pub fn instances_created(&self) -> u64 {
+        self.instances_created.load(Ordering::Relaxed)
+    }
+
+    /// Make and configure one more idle instance now, so that a later call
+    /// does not pay for it.
+    pub async fn prewarm(&self) -> Result<(), CloudError> {
+        let live = self.fresh_instance().await?;
+        self.park(live);
+        Ok(())
+    }
+
+    fn park(&self, live: Live) {
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(live);
+        }
+    }
+
+    fn take_idle(&self) -> Option<Live> {
+        self.idle.lock().ok()?.pop()
+    }
+
+    async fn fresh_instance(&self) -> Result<Live, CloudError> {
+        let (mut live, _) = self.instantiate(true).await?;
+        self.configure(&mut live).await?;
+        Ok(live)
+    }
+
+    /// Instantiate from the InstancePre and read the provider's info.
+    async fn instantiate(&self, named: bool) -> Result<(Live, ProviderInfo), CloudError> {
+        let hooks = EgressHooks {
+            policy: self.egress.clone(),
+            denials: DenialLog::default(),
+        };
+        let state = StoreState::new(
+            self.name.clone(),
+            hooks,
+            self.limits.memory_bytes,
+            self.credentials.clone(),
+        );
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.memory);
+        store.set_epoch_deadline(self.epoch_ticks);
+        let operation = if named { "instantiate" } else { "load" };
+        let work = async {
+            let bindings = self.pre.instantiate_async(&mut store).await?;
+            let info = bindings
+                .ipam_provider_provider()
+                .call_info(&mut store)
+                .await?;
+            Ok::<_, wasmtime::Error>((bindings, info))
+        };
+        let outcome = tokio::time::timeout(self.limits.timeout, work).await;
+        let (bindings, info) = match outcome {
+            Err(_) => return Err(self.timeout(operation)),
+            Ok(Err(error)) => return Err(self.classify(operation, error, store.data())),
+            Ok(Ok(done)) => done,
+        };
+        self.instances_created.fetch_add(1, Ordering::Relaxed);
+        Ok((Live { store, bindings }, info.into()))
+    }
+
+    async fn configure(&self, live: &mut Live) -> Result<(), CloudError> {
+        let settings = self.settings.clone();
+        self.run(live, "configure", |l| {
+            Box::pin(async move {
+                l.bindings
+                    .ipam_provider_provider()
+                    .call_configure(&mut l.store, &settings)
+                    .await
+            })
+        })
+        .await
+        .map_err(|(error, _)| error)
+    }
+
+    /// One call on a pooled instance; the instance goes back to the pool
+    /// unless the call trapped or timed out.
+    async fn call<R: Send>(
+        &self,
+        operation: &'static str,
+        f: impl for<'a> FnOnce(&'a mut Live) -> CallFuture<'a, R> + Send,
+    ) -> Result<R, CloudError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|e| self.host_error(operation, e))?;
+        let mut live = match self.take_idle() {
+            Some(live) => live,
+            None => self.fresh_instance().await?,
+        };
+        match self.run(&mut live, operation, f).await {
+            Ok(value) => {
+                self.park(live);
+                Ok(value)
+            }
+            Err((error, reusable)) => {
+                if reusable {
+                    self.park(live);
+                } else {
+                    tracing::warn!(provider = %self.name, operation, %error, "dropping provider instance");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Run `f` under the deadlines; on error, also say whether the instance
+    /// can still be used.
+    async fn run<R>(
+        &self,
+        live: &mut Live,
+        operation: &'static str,
+        f: impl for<'a> FnOnce(&'a mut Live) -> CallFuture<'a, R>,
+    ) -> Result<R, (CloudError, bool)> {
+        live.store.set_epoch_deadline(self.epoch_ticks);
+        live.store.data_mut().memory.hit = false;
+        live.store.data().denials().take_first();
+        let outcome = tokio::time::timeout(self.limits.timeout, f(live)).await;
+        match outcome {
+            Err(_) => Err((self.timeout(operation), false)),
+            Ok(Err(error)) => Err((self.classify(operation, error, live.store.data()), false)),
+            Ok(Ok(Ok(value))) => Ok(value),
+            Ok(Ok(Err(error))) => {
+                let error = match live.store.data().denials().take_first() {
+                    Some((destination, reason)) => CloudError::EgressDenied {
+                        provider: self.name.to_string(),
+                        destination,
+                        reason: reason.to_string(),
+                    },
+                    None => CloudError::Provider {
+                        provider: self.name.to_string(),
+                        error: error.into(),
+                    },
+                };
+                Err((error, true))
+            }
+        }
+    }
+
+    fn timeout(&self, operation: &'static str) -> CloudError {
+        CloudError::Timeout {
+            provider: self.name.to_string(),
+            operation,
+            limit: self.limits.timeout,
+        }
+    }
+
+    fn host_error(&self, operation: &'static str, error: impl std::fmt::Display) -> CloudError {
+        CloudError::Host {
+            provider: self.name.to_string(),
+            operation,
+            message: error.to_string(),
+        }
+    }
+
+    fn classify(
+        &self,
+        operation: &'static str,
+        error: wasmtime::Error,
+        state: &StoreState,
+    ) -> CloudError {
+        let provider = self.name.to_string();
+        if state.memory.hit {
+            return CloudError::MemoryLimit {
+                provider,
+                operation,
+                limit_bytes: state.memory.limit_bytes,
+            };
+        }
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => self.timeout(operation),
+            Some(trap) => {
+                let stderr = state.stderr_tail();
+                let message = if stderr.is_empty() {
+                    trap.to_string()
+                } else {
+                    format!("{trap}; guest stderr: {stderr}")
+                };
+                CloudError::Trap {
+                    provider,
+                    operation,
+                    message,
+                }
+            }
+            None => self.host_error(operation, format!("{error:#}")),
+        }
+    }
+}
+
+fn provider_call<'a, R, Fut>(fut: Fut) -> CallFuture<'a, R>
+where
+    Fut: Future<Output = wasmtime::Result<Result<R, t::Error>>> + Send + 'a,
+{
+    Box::pin(fut)
+}
+
+fn convert<A, B: From<A>>(items: Vec<A>) -> Vec<B> {
+    items.into_iter().map(Into::into).collect()
+}
+
+#[async_trait]
+impl CloudApi for WasmProvider {
+    fn info(&self) -> &ProviderInfo {
+        &self.info
+    }
+
+    async fn get_vpcs(&self) -> Result<Vec<Vpc>, CloudError> {
+        let out = self
+            .call("get-vpcs", |l| {
+                provider_call(
+                    l.bindings
+                        .ipam_provider_provider()
+                        .call_get_vpcs(&mut l.store),
+                )
+            })
+            .await?;
+        Ok(convert(out))
+    }
+
+    async fn get_subnets(&self) -> Result<Vec<Subnet>, CloudError> {
+        let out = self
+            .call("get-subnets", |l| {
+                provider_call(
+                    l.bindings
+                        .ipam_provider_provider()
+                        .call_get_subnets(&mut l.store),
+                )
+            })
+            .await?;
+        Ok(convert(out))
+    }
+
+    async fn get_security_groups(&self) -> Result<Vec<SecurityGroup>, CloudError> {
+        let out = self
+            .call("get-security-groups", |l| {
+                provider_call(
+                    l.bindings
+                        .ipam_provider_provider()
+                        .call_get_security_groups(&mut l.store),
+                )
+            })
+            .await?;
+        Ok(convert(out))
+    }
+
+    async fn get_instances(&self, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        let ids = ids.to_vec();
+        let out = self
+            .call("get-instances", |l| {
+                provider_call(async move {
+                    l.bindings
+                        .ipam_provider_provider()
+                        .call_get_instances(&mut l.store, &ids)
+                        .await
+                })
+            })
+            .await?;
+        Ok(convert(out))
+    }
+
+    async fn get_detached_interfaces(
+        &self,
+        tags: &[Tag],
+    ) -> Result<Vec<NetworkInterface>, CloudError> {
+        let tags: Vec<t::Tag> = tags.iter().map(Into::into).collect();
+        let out = self
+            .call("get-detached-interfaces", |l| {
+                provider_call(async move {
+                    l.bindings
+                        .ipam_provider_provider()
+                        .call_get_detached_interfaces(&mut l.store, &tags)
+                        .await
+                })
+            })
+            .await?;
+        Ok(convert(out))
+    }
+
+    async fn get_instance_limits(&self, instance_type: &str) -> Result<Limits, CloudError> {
+        let instance_type = instance_type.to_string();
+        let out = self
+            .call("get-instance-limits", |l| {
+                provider_call(async move {
+                    l.bindings
+                        .ipam_provider_provider()
+                        .call_get_instance_limits(&mut l.store, &instance_type)
+                        .await
+                })
+            })
+            .await?;
+        Ok(out.into())
+    }
+
+    async fn create_interface(
+        &self,
+        request: &CreateInterfaceRequest,
+    ) -> Result<NetworkInterface, CloudError> {
+        let request: t::CreateInterfaceRequest = request.into();
+        let out = self
+            .call("create-interface", |l| {
+                provider_call(async move {
+                    l.bindings
+                        .ipam_provider_provider()
+                        .call_create_interface(&mut l.store, &request)
+                        .await
+                })
+            })
+            .await?;
+        Ok(out.into())
+    }
+
+    async fn delete_interface(&self, interface_id: &str) -> Result<(), CloudError> {
+        let id = interface_id.to_string();
+        self.call("delete-interface", |l| {
+            provider_call(async move {
+                l.bindings
+                    .ipam_provider_provider()
+                    .call_delete_interface(&mut l.store, &id)
+                    .await
+            })
+        })
+        .await
+    }
+
+    async fn assign_ips(
+        &self,
+        interface_id: &str,
+        request: IpRequest,
+    ) -> Result<Assigned, CloudError> {
+        let id = interface_id.to_string();
+        let request: t::IpRequest = request.into();
+        let out = self
+            .call("assign-ips", |l| {
+                provider_call(async move {
+                    l.bindings
+                        .ipam_provider_provider()
+                        .call_assign_ips(&mut l.store, &id, request)
+                        .await
+                })
+            })
+            .await?;
+        Ok(out.into())
+    }
+
+    async fn unassign_ips(
+        &self,
+        interface_id: &str,
+        addresses: &[String],
+        prefixes: &[String],
+    ) -> Result<(), CloudError> {
+        let (id, addresses, prefixes) = (
+            interface_id.to_string(),
+            addresses.to_vec(),
+            prefixes.to_vec(),
+        );
+        self.call("unassign-ips", |l| {
+            provider_call(async move {
+                l.bindings
+                    .ipam_provider_provider()
+                    .call_unassign_ips(&mut l.store, &id, &addresses, &prefixes)
+                    .await
+            })
+        })
+        .await
+    }
+}

@@ -1,0 +1,157 @@
+//! Address bookkeeping of one IPv4 subnet, as AWS does it: the first four
+//! addresses and the last are reserved; /28 prefixes are aligned blocks of
+//! sixteen addresses that are all free.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+
+pub const PREFIX_LEN: u32 = 28;
+const PREFIX_SIZE: u32 = 1 << (32 - PREFIX_LEN);
+const RESERVED_AT_START: u32 = 4;
+
+#[derive(Debug, Clone)]
+pub struct AddressPool {
+    network: u32,
+    size: u32,
+    taken: BTreeSet<u32>,
+}
+
+/// Parse "a.b.c.d/n" into (network address, prefix length).
+pub fn parse_cidr(cidr: &str) -> Result<(u32, u32), String> {
+    let (addr, len) = cidr
+        .split_once('/')
+        .ok_or_else(|| format!("{cidr}: not a CIDR"))?;
+    let addr: Ipv4Addr = addr.parse().map_err(|_| format!("{cidr}: bad address"))?;
+    let len: u32 = len
+        .parse()
+        .map_err(|_| format!("{cidr}: bad prefix length"))?;
+    if len > 32 {
+        return Err(format!("{cidr}: prefix length over 32"));
+    }
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    let network = u32::from(addr);
+    if network & !mask != 0 {
+        return Err(format!("{cidr}: host bits set"));
+    }
+    Ok((network, len))
+}
+
+impl AddressPool {
+    pub fn new(cidr: &str) -> Result<Self, String> {
+        let (network, len) = parse_cidr(cidr)?;
+        if !(16..=28).contains(&len) {
+            return Err(format!("{cidr}: subnets must be /16 to /28"));
+        }
+        Ok(Self {
+            network,
+            size: 1 << (32 - len),
+            taken: BTreeSet::new(),
+        })
+    }
+
+    fn usable(&self, addr: u32) -> bool {
+        addr >= self.network + RESERVED_AT_START && addr < self.network + self.size - 1
+    }
+
+    pub fn available(&self) -> u32 {
+        self.size - RESERVED_AT_START - 1 - self.taken.len() as u32
+    }
+
+    /// Mark an address as taken; false if it is not usable or already taken.
+    pub fn take(&mut self, addr: Ipv4Addr) -> bool {
+        let addr = u32::from(addr);
+        self.usable(addr) && self.taken.insert(addr)
+    }
+
+    /// The lowest free address.
+    pub fn take_any(&mut self) -> Option<Ipv4Addr> {
+        let addr = (self.network + RESERVED_AT_START..self.network + self.size - 1)
+            .find(|a| !self.taken.contains(a))?;
+        self.taken.insert(addr);
+        Some(Ipv4Addr::from(addr))
+    }
+
+    pub fn release(&mut self, addr: Ipv4Addr) {
+        self.taken.remove(&u32::from(addr));
+    }
+
+    fn block_free(&self, start: u32) -> bool {
+        (start..start + PREFIX_SIZE).all(|a| self.usable(a) && !self.taken.contains(&a))
+    }
+
+    pub fn free_prefixes(&self) -> u32 {
+        (0..self.size / PREFIX_SIZE)
+            .filter(|k| self.block_free(self.network + k * PREFIX_SIZE))
+            .count() as u32
+    }
+
+    /// The lowest wholly free /28, as its first address.
+    pub fn take_prefix(&mut self) -> Option<Ipv4Addr> {
+        let start = (0..self.size / PREFIX_SIZE)
+            .map(|k| self.network + k * PREFIX_SIZE)
+            .find(|&start| self.block_free(start))?;
+        self.taken.extend(start..start + PREFIX_SIZE);
+        Some(Ipv4Addr::from(start))
+    }
+
+    pub fn release_prefix(&mut self, start: Ipv4Addr) {
+        let start = u32::from(start);
+        for a in start..start + PREFIX_SIZE {
+            self.taken.remove(&a);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserves_aws_addresses() {
+        let mut pool = AddressPool::new("10.0.0.0/28").unwrap();
+        assert_eq!(pool.available(), 11);
+        assert_eq!(pool.take_any(), Some(Ipv4Addr::new(10, 0, 0, 4)));
+        assert!(
+            !pool.take(Ipv4Addr::new(10, 0, 0, 15)),
+            "broadcast is reserved"
+        );
+        assert_eq!(
+            pool.free_prefixes(),
+            0,
+            "the only block holds reserved addresses"
+        );
+    }
+
+    #[test]
+    fn fragmentation_exhausts_prefixes_before_addresses() {
+        let mut pool = AddressPool::new("10.0.0.0/26").unwrap();
+        assert_eq!(
+            pool.free_prefixes(),
+            2,
+            "blocks .16 and .32; .0 and .48 hold reserved"
+        );
+        pool.take(Ipv4Addr::new(10, 0, 0, 20));
+        pool.take(Ipv4Addr::new(10, 0, 0, 40));
+        assert_eq!(pool.free_prefixes(), 0);
+        assert!(pool.available() > 0);
+        assert_eq!(pool.take_prefix(), None);
+    }
+
+    #[test]
+    fn prefix_round_trip() {
+        let mut pool = AddressPool::new("10.0.0.0/24").unwrap();
+        let before = pool.available();
+        let p = pool.take_prefix().unwrap();
+        assert_eq!(p, Ipv4Addr::new(10, 0, 0, 16));
+        assert_eq!(pool.available(), before - 16);
+        pool.release_prefix(p);
+        assert_eq!(pool.available(), before);
+    }
+
+    #[test]
+    fn rejects_bad_cidrs() {
+        assert!(AddressPool::new("10.0.0.1/24").is_err());
+        assert!(AddressPool::new("10.0.0.0/8").is_err());
+        assert!(AddressPool::new("nope").is_err());
+    }
+}

@@ -1,0 +1,149 @@
+//! A small blocking HTTP client over `wasi:http`, for providers whose cloud SDK
+//! does not bring its own. The host enforces the provider's egress allow-list:
+//! a request to a host not on it fails with `Error::Unauthorized`.
+
+use crate::bindings::wasi::http::outgoing_handler;
+use crate::bindings::wasi::http::types::{
+    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, Scheme,
+};
+use crate::bindings::wasi::io::streams::StreamError;
+use crate::Error;
+
+/// The most `blocking-write-and-flush` accepts in one call.
+const WRITE_CHUNK: usize = 4096;
+const READ_CHUNK: u64 = 64 * 1024;
+
+/// A response with its whole body read.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
+/// Send one request and read the whole response. `url` is
+/// `http[s]://host[:port][/path][?query]`.
+pub fn send(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Response, Error> {
+    let (scheme, authority, path) = split_url(url)?;
+    let fields = Fields::new();
+    for (name, value) in headers {
+        fields
+            .append(name, value.as_bytes())
+            .map_err(|e| Error::InvalidArgument(format!("header {name}: {e:?}")))?;
+    }
+    let request = OutgoingRequest::new(fields);
+    let bad = |what: &str| Error::InvalidArgument(format!("{what} of {url} is not valid"));
+    request
+        .set_method(&method_of(method))
+        .map_err(|()| bad("method"))?;
+    request
+        .set_scheme(Some(&scheme))
+        .map_err(|()| bad("scheme"))?;
+    request
+        .set_authority(Some(authority))
+        .map_err(|()| bad("authority"))?;
+    request
+        .set_path_with_query(Some(path))
+        .map_err(|()| bad("path"))?;
+
+    let outgoing_body = request
+        .body()
+        .map_err(|()| host_error("request body taken twice"))?;
+    let future = outgoing_handler::handle(request, None).map_err(request_error)?;
+    {
+        let stream = outgoing_body
+            .write()
+            .map_err(|()| host_error("body stream taken twice"))?;
+        for chunk in body.chunks(WRITE_CHUNK) {
+            stream
+                .blocking_write_and_flush(chunk)
+                .map_err(|e| Error::Transient(format!("writing request body: {e:?}")))?;
+        }
+    }
+    OutgoingBody::finish(outgoing_body, None).map_err(request_error)?;
+
+    future.subscribe().block();
+    let response = match future.get() {
+        Some(Ok(Ok(response))) => response,
+        Some(Ok(Err(code))) => return Err(request_error(code)),
+        Some(Err(())) | None => return Err(host_error("response future polled out of order")),
+    };
+    let status = response.status();
+    let headers = response.headers().entries();
+    let incoming = response
+        .consume()
+        .map_err(|()| host_error("response body taken twice"))?;
+    let mut bytes = Vec::new();
+    {
+        let stream = incoming
+            .stream()
+            .map_err(|()| host_error("body stream taken twice"))?;
+        loop {
+            match stream.blocking_read(READ_CHUNK) {
+                Ok(chunk) => bytes.extend_from_slice(&chunk),
+                Err(StreamError::Closed) => break,
+                Err(StreamError::LastOperationFailed(e)) => {
+                    return Err(Error::Transient(format!(
+                        "reading response: {}",
+                        e.to_debug_string()
+                    )))
+                }
+            }
+        }
+    }
+    IncomingBody::finish(incoming);
+    Ok(Response {
+        status,
+        headers,
+        body: bytes,
+    })
+}
+
+fn split_url(url: &str) -> Result<(Scheme, &str, &str), Error> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("https://") {
+        (Scheme::Https, rest)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (Scheme::Http, rest)
+    } else {
+        return Err(Error::InvalidArgument(format!(
+            "{url}: only http and https URLs"
+        )));
+    };
+    let split = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(split);
+    if authority.is_empty() {
+        return Err(Error::InvalidArgument(format!("{url}: no host")));
+    }
+    Ok((scheme, authority, if path.is_empty() { "/" } else { path }))
+}
+
+fn method_of(method: &str) -> Method {
+    match method.to_ascii_uppercase().as_str() {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
+        "PATCH" => Method::Patch,
+        "OPTIONS" => Method::Options,
+        other => Method::Other(other.to_string()),
+    }
+}
+
+fn request_error(code: ErrorCode) -> Error {
+    match code {
+        ErrorCode::HttpRequestDenied => {
+            Error::Unauthorized("the host's egress policy refused this request".to_string())
+        }
+        other => Error::Transient(format!("HTTP request failed: {other:?}")),
+    }
+}
+
+fn host_error(what: &str) -> Error {
+    Error::Other(format!("wasi:http: {what}"))
+}

@@ -1,0 +1,125 @@
+//! Project tasks. `cargo xtask run` builds the provider components and runs
+//! the main job on its embedded default; `cargo xtask test` builds them and
+//! runs every check and test. Both install what is missing (the wasm32-wasip2
+//! target, or Debian's toolchain packages where rustup cannot provide it).
+
+mod components;
+mod setup;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  providers   build the provider components into target/components/
+  run         build them and run the main job (conformance of the mock provider)
+  test        build them and run fmt, clippy and every test
+  bench       build them and run the provider benchmarks
+
+environment:
+  IPAM_WASM_TOOLCHAIN=auto|rustup|debian   how to build wasm32-wasip2 (default auto)
+  IPAM_BUILD_CACHE=DIR                     build output kept between runs (default ~/.cache/ipam-operator)";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("providers") => components::build().map(drop),
+        Some("run") => components::build().and_then(|_| run_main_job(&args[1..])),
+        Some("test") => components::build().and_then(|_| test()),
+        Some("bench") => components::build().and_then(|_| bench()),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Build output kept between runs on this machine, outside the clone.
+pub fn build_cache() -> PathBuf {
+    if let Some(dir) = std::env::var_os("IPAM_BUILD_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    home.join(".cache").join("ipam-operator")
+}
+
+/// `cargo` for the host workspace, with its target dir in the build cache
+/// unless the caller chose one.
+fn host_cargo() -> Command {
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo.current_dir(repo_root());
+    if std::env::var_os("CARGO_TARGET_DIR").is_none() {
+        cargo.env("CARGO_TARGET_DIR", build_cache().join("target"));
+    }
+    cargo
+}
+
+pub fn run(command: &mut Command) -> Result<(), String> {
+    let shown = format!("{command:?}");
+    eprintln!("xtask: $ {shown}");
+    let status = command.status().map_err(|e| format!("{shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed: {status}"))
+    }
+}
+
+fn run_main_job(extra: &[String]) -> Result<(), String> {
+    let mut cargo = host_cargo();
+    cargo.args([
+        "run",
+        "--quiet",
+        "--package",
+        "ipam-host",
+        "--bin",
+        "ipam-operator",
+        "--",
+    ]);
+    if extra.is_empty() {
+        cargo.args(["provider", "conformance", "mock"]);
+    } else {
+        cargo.args(extra);
+    }
+    run(&mut cargo)
+}
+
+fn test() -> Result<(), String> {
+    setup::ensure_rustup_components(&["rustfmt", "clippy"])?;
+    run(host_cargo().args(["fmt", "--all", "--check"]))?;
+    run(Command::new("cargo")
+        .current_dir(repo_root().join("providers"))
+        .args(["fmt", "--all", "--check"]))?;
+    run(host_cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    components::clippy()?;
+    components::unit_tests()?;
+    run(host_cargo().args(["test", "--workspace"]))
+}
+
+fn bench() -> Result<(), String> {
+    run(host_cargo().args(["bench", "--package", "ipam-host"]))
+}

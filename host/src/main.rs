@@ -1,1 +1,18 @@
-fn main() {}
+//! `ipam-operator`: the operator's command line.
+
+mod cli;
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = cli::Cli::parse();
+    cli::init_logging(&args.log);
+    match cli::run(args).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -187,6 +187,16 @@ impl ProviderRuntime {
         Ok(WasmProvider::start(self, module, egress, config).await?)
     }
 
+    /// A module's declarations and its `info`, without configuring it.
+    pub async fn describe(
+        &self,
+        bytes: &[u8],
+    ) -> Result<(ModuleInfo, crate::cloud::ProviderInfo), LoadError> {
+        let module = self.prepare(bytes)?;
+        let info = module.info.clone();
+        Ok((info, WasmProvider::describe(self, module).await?))
+    }
+
     pub async fn load_file(
         &self,
         path: &std::path::Path,

@@ -51,15 +51,15 @@ pub struct WasmProvider {
 }
 
 impl WasmProvider {
-    pub(super) async fn start(
+    fn unstarted(
         runtime: &ProviderRuntime,
         module: PreparedModule,
         egress: EgressPolicy,
         config: ProviderConfig,
-    ) -> Result<Self, CloudError> {
+    ) -> Self {
         let tick = runtime.epoch_tick().as_nanos().max(1);
         let epoch_ticks = (config.limits.timeout.as_nanos() / tick).max(1) as u64;
-        let mut provider = Self {
+        Self {
             name: Arc::from(module.info.digest.get(..12).unwrap_or("provider")),
             info: ProviderInfo {
                 name: String::new(),
@@ -78,7 +78,31 @@ impl WasmProvider {
             permits: Semaphore::new(1),
             idle: Mutex::new(Vec::new()),
             instances_created: AtomicU64::new(0),
+        }
+    }
+
+    /// What a module declares through `info`, from an unconfigured instance.
+    pub(super) async fn describe(
+        runtime: &ProviderRuntime,
+        module: PreparedModule,
+    ) -> Result<ProviderInfo, CloudError> {
+        let config = ProviderConfig {
+            settings: String::new(),
+            egress: Vec::new(),
+            credentials: Arc::new(super::credentials::StaticCredentials::default()),
+            limits: CallLimits::default(),
         };
+        let provider = Self::unstarted(runtime, module, EgressPolicy::default(), config);
+        Ok(provider.instantiate(false).await?.1)
+    }
+
+    pub(super) async fn start(
+        runtime: &ProviderRuntime,
+        module: PreparedModule,
+        egress: EgressPolicy,
+        config: ProviderConfig,
+    ) -> Result<Self, CloudError> {
+        let mut provider = Self::unstarted(runtime, module, egress, config);
         let (mut live, info) = provider.instantiate(false).await?;
         provider.name = Arc::from(info.name.as_str());
         live.store.data_mut().rename(provider.name.clone());
@@ -288,6 +312,16 @@ impl WasmProvider {
             }
             None => self.host_error(operation, format!("{error:#}")),
         }
+    }
+}
+
+impl std::fmt::Debug for WasmProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmProvider")
+            .field("name", &self.name)
+            .field("digest", &self.module.digest)
+            .field("instances_created", &self.instances_created())
+            .finish_non_exhaustive()
     }
 }
 

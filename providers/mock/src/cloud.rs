@@ -398,18 +398,18 @@ impl Cloud {
             .values()
             .filter(|e| e.instance_id.as_deref() == Some(&request.instance_id))
             .collect();
-        if request.index >= limits.max_interfaces {
-            return Err(invalid(format!(
-                "device index {} is beyond the type's {} interfaces",
-                request.index, limits.max_interfaces
-            )));
-        }
         if attached.len() as u32 >= limits.max_interfaces {
             return Err(Error::InterfaceLimit(format!(
                 "instance {} has {} of {} interfaces",
                 request.instance_id,
                 attached.len(),
                 limits.max_interfaces
+            )));
+        }
+        if request.index >= limits.max_interfaces {
+            return Err(invalid(format!(
+                "device index {} is beyond the type's {} interfaces",
+                request.index, limits.max_interfaces
             )));
         }
         if attached.iter().any(|e| e.index == request.index) {

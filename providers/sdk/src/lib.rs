@@ -136,9 +136,9 @@ macro_rules! export_provider {
                 ) -> Result<(), $crate::Error> {
                     with(|p| p.unassign_ips(&interface_id, &addresses, &prefixes))
                 }
-    }
+            }
 
-            $crate::bindings::__export_ipam_provider_world!(Export with_types_in $crate::bindings);
+    $crate::bindings::__export_ipam_provider_world!(Export with_types_in $crate::bindings);
         };
     };
 }

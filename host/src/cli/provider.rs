@@ -1,0 +1,183 @@
+//! `ipam-operator provider inspect|conformance`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use ipam_host::conformance;
+use ipam_host::provider::credentials::{Credentials, StaticCredentials};
+use ipam_host::provider::{
+    resolve_module, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig,
+};
+
+/// The mock provider's default cloud, used when `mock` runs without --config.
+const MOCK_DEFAULT_SETTINGS: &str = include_str!("../../../providers/mock/default-settings.yaml");
+
+#[derive(Subcommand)]
+pub enum ProviderCommand {
+    /// Show what a module declares: name, version, WIT version, capabilities,
+    /// size, imports and exports.
+    Inspect {
+        /// A .wasm file, or the name of a built component (`mock`).
+        module: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the conformance suite against a module; exits non-zero on a failure.
+    Conformance {
+        /// A .wasm file, or the name of a built component (`mock`).
+        module: String,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The provider's settings (YAML or JSON). Optional for `mock`, which has
+    /// an embedded default cloud.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// An origin the provider may reach (scheme://host[:port]); repeatable.
+    #[arg(long = "allow-egress", value_name = "ORIGIN")]
+    egress: Vec<String>,
+    /// Credentials handed to the provider: a YAML or JSON map of strings.
+    #[arg(long, value_name = "FILE")]
+    credentials: Option<PathBuf>,
+    /// Limit of one call, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Memory cap of one instance, in MiB.
+    #[arg(long, default_value_t = 128)]
+    memory_mib: usize,
+}
+
+/// Read a YAML or JSON document and give it as JSON text.
+fn settings_json(text: &str, origin: &str) -> anyhow::Result<String> {
+    let value: serde_json::Value =
+        serde_yaml::from_str(text).with_context(|| format!("{origin}: not YAML or JSON"))?;
+    Ok(value.to_string())
+}
+
+fn read(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn provider_config(module: &str, args: &RunArgs) -> anyhow::Result<ProviderConfig> {
+    let settings = match &args.config {
+        Some(path) => settings_json(&read(path)?, &path.display().to_string())?,
+        None if module == "mock" => settings_json(MOCK_DEFAULT_SETTINGS, "embedded mock settings")?,
+        None => anyhow::bail!(
+            "--config FILE is required for {module} (only `mock` has an embedded default)"
+        ),
+    };
+    let credentials = match &args.credentials {
+        Some(path) => {
+            let values: BTreeMap<String, String> = serde_yaml::from_str(&read(path)?)
+                .with_context(|| format!("{}: not a map of strings", path.display()))?;
+            Credentials {
+                values,
+                expires_at: None,
+            }
+        }
+        None => Credentials::default(),
+    };
+    Ok(ProviderConfig {
+        settings,
+        egress: args.egress.clone(),
+        credentials: Arc::new(StaticCredentials(credentials)),
+        limits: CallLimits {
+            timeout: Duration::from_millis(args.timeout_ms),
+            memory_bytes: args.memory_mib << 20,
+        },
+    })
+}
+
+fn module_bytes(module: &str) -> anyhow::Result<(PathBuf, Vec<u8>)> {
+    let path = resolve_module(module);
+    let bytes = std::fs::read(&path).with_context(|| {
+        format!(
+            "reading module {} (built components come from `cargo xtask providers`)",
+            path.display()
+        )
+    })?;
+    Ok((path, bytes))
+}
+
+pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
+    let runtime = ProviderRuntime::new(RuntimeConfig::default())?;
+    match command {
+        ProviderCommand::Inspect { module, json } => {
+            let (path, bytes) = module_bytes(&module)?;
+            let (module, info) = runtime
+                .describe(&bytes)
+                .await
+                .with_context(|| format!("{}", path.display()))?;
+            let c = info.capabilities;
+            let capabilities: Vec<&str> = [
+                (c.create_interface, "create-interface"),
+                (c.release, "release"),
+                (c.prefixes, "prefixes"),
+                (c.delete_interface, "delete-interface"),
+            ]
+            .into_iter()
+            .filter_map(|(on, name)| on.then_some(name))
+            .collect();
+            if json {
+                let doc = serde_json::json!({
+                    "path": path, "name": info.name, "version": info.version,
+                    "wit-version": module.wit_version, "capabilities": capabilities,
+                    "max-concurrency": info.max_concurrency, "size": module.size,
+                    "sha256": module.digest, "imports": module.imports, "exports": module.exports,
+                });
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                println!("module:          {}", path.display());
+                println!("name:            {}", info.name);
+                println!("version:         {}", info.version);
+                println!("wit version:     ipam:provider@{}", module.wit_version);
+                println!("capabilities:    {}", capabilities.join(", "));
+                println!("max concurrency: {}", info.max_concurrency);
+                println!("size:            {} bytes", module.size);
+                println!("sha256:          {}", module.digest);
+                println!("imports:");
+                module.imports.iter().for_each(|i| println!("  {i}"));
+                println!("exports:");
+                module.exports.iter().for_each(|e| println!("  {e}"));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ProviderCommand::Conformance { module, run } => {
+            let (path, bytes) = module_bytes(&module)?;
+            let config = provider_config(&module, &run)?;
+            let started = Instant::now();
+            let provider = runtime
+                .load(&bytes, config)
+                .await
+                .with_context(|| format!("loading {}", path.display()))?;
+            println!(
+                "conformance of {} ({}):",
+                provider.module().digest,
+                path.display()
+            );
+            let report = conformance::run(&provider, &mut |check| println!("{check}")).await;
+            println!(
+                "conformance: {} passed, {} failed, {} not applicable, in {:.2?}",
+                report.passed(),
+                report.failed(),
+                report.not_applicable(),
+                started.elapsed()
+            );
+            Ok(if report.failed() == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+    }
+}

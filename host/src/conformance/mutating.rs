@@ -1,0 +1,399 @@
+//! Checks of the mutating operations, on one instance with room for another
+//! interface. Everything created is tagged and deleted at the end.
+
+use super::reading::{address, cidr, Snapshot};
+use super::Recorder;
+use crate::cloud::{
+    CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits, NetworkInterface,
+    ProviderError, Tag,
+};
+
+const TAG_KEY: &str = "ipam-conformance";
+
+fn expect_error<T: std::fmt::Debug>(
+    result: Result<T, CloudError>,
+    want: &str,
+    matches: impl Fn(&ProviderError) -> bool,
+) -> Result<(), String> {
+    match result {
+        Err(e) if e.provider_error().is_some_and(&matches) => Ok(()),
+        Err(e) => Err(format!("expected {want}, got {e}")),
+        Ok(value) => Err(format!("expected {want}, got success: {value:?}")),
+    }
+}
+
+struct Target<'a> {
+    instance: &'a Instance,
+    limits: Limits,
+    primary: &'a NetworkInterface,
+}
+
+fn pick_target(snapshot: &Snapshot) -> Option<Target<'_>> {
+    snapshot.instances.iter().find_map(|instance| {
+        let limits = *snapshot.limits.get(&instance.instance_type)?;
+        let primary = instance.interfaces.iter().find(|e| e.index == 0)?;
+        let room = (instance.interfaces.len() as u32) < limits.max_interfaces;
+        let known_subnet = snapshot.subnets.iter().any(|s| s.id == primary.subnet_id);
+        (room && known_subnet && limits.ipv4_per_interface >= 2).then_some(Target {
+            instance,
+            limits,
+            primary,
+        })
+    })
+}
+
+fn free_index(interfaces: &[NetworkInterface]) -> u32 {
+    (1..)
+        .find(|n| !interfaces.iter().any(|e| e.index == *n))
+        .unwrap_or(u32::MAX)
+}
+
+async fn interfaces_of(
+    cloud: &dyn CloudApi,
+    instance_id: &str,
+) -> Result<Vec<NetworkInterface>, String> {
+    let found = cloud
+        .get_instances(&[instance_id.to_string()])
+        .await
+        .map_err(|e| e.to_string())?;
+    match found.into_iter().next() {
+        Some(instance) => Ok(instance.interfaces),
+        None => Err(format!("instance {instance_id} vanished")),
+    }
+}
+
+async fn secondaries_of(
+    cloud: &dyn CloudApi,
+    instance_id: &str,
+    eni: &str,
+) -> Result<Vec<String>, String> {
+    let interfaces = interfaces_of(cloud, instance_id).await?;
+    let found = interfaces
+        .into_iter()
+        .find(|e| e.id == eni)
+        .ok_or_else(|| format!("{eni} is not on {instance_id}"))?;
+    Ok(found.addresses)
+}
+
+pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>) {
+    let caps = cloud.info().capabilities;
+    if !caps.create_interface {
+        r.not_applicable(
+            "create-interface and the operations on it",
+            "the provider does not declare create-interface",
+        );
+        return;
+    }
+    let Some(target) = pick_target(snapshot) else {
+        r.not_applicable(
+            "create-interface and the operations on it",
+            "no listed instance has room for another interface and two address slots",
+        );
+        return;
+    };
+    let instance_id = target.instance.id.clone();
+    let subnet = snapshot
+        .subnets
+        .iter()
+        .find(|s| s.id == target.primary.subnet_id);
+    let subnet_net = subnet.and_then(|s| cidr(&s.cidr).ok());
+    let tag = Tag {
+        key: TAG_KEY.into(),
+        value: "created".into(),
+    };
+    let request = CreateInterfaceRequest {
+        instance_id: instance_id.clone(),
+        index: free_index(&target.instance.interfaces),
+        subnet_id: target.primary.subnet_id.clone(),
+        security_groups: target.primary.security_groups.clone(),
+        description: "ipam-operator conformance check".into(),
+        tags: vec![tag.clone()],
+        delete_on_termination: true,
+        ipv4_count: 1,
+        use_prefixes: false,
+    };
+    let mut created: Vec<String> = Vec::new();
+
+    let eni = match cloud.create_interface(&request).await {
+        Ok(eni) => eni,
+        Err(e) => {
+            r.record("create-interface", Err(e.to_string()));
+            return;
+        }
+    };
+    created.push(eni.id.clone());
+    r.record(
+        "create-interface: attached at the index, in the subnet, tagged, with the addresses asked",
+        if eni.index != request.index || eni.subnet_id != request.subnet_id {
+            Err(format!("got index {} subnet {}", eni.index, eni.subnet_id))
+        } else if eni.instance_id.as_deref() != Some(instance_id.as_str()) {
+            Err(format!("instance-id is {:?}", eni.instance_id))
+        } else if !eni.tags.contains(&tag) {
+            Err("the requested tag is missing".into())
+        } else if eni.addresses.len() != 1 {
+            Err(format!(
+                "asked 1 secondary address, got {:?}",
+                eni.addresses
+            ))
+        } else {
+            Ok(())
+        },
+    );
+    let listed = interfaces_of(cloud, &instance_id).await;
+    r.record(
+        "get-instances shows the new interface",
+        listed.and_then(|list| {
+            list.iter()
+                .any(|e| e.id == eni.id)
+                .then_some(())
+                .ok_or_else(|| format!("{} not listed", eni.id))
+        }),
+    );
+    let before = interfaces_of(cloud, &instance_id).await.map(|l| l.len());
+    let conflict = cloud.create_interface(&request).await;
+    if let Ok(extra) = &conflict {
+        created.push(extra.id.clone());
+    }
+    let after = interfaces_of(cloud, &instance_id).await.map(|l| l.len());
+    r.record(
+        "create-interface at a taken index is a conflict and creates nothing",
+        expect_error(conflict, "conflict", |e| {
+            matches!(e, ProviderError::Conflict(_))
+        })
+        .and_then(|()| {
+            (before == after)
+                .then_some(())
+                .ok_or_else(|| format!("interface count went from {before:?} to {after:?}"))
+        }),
+    );
+
+    let assigned = cloud.assign_ips(&eni.id, IpRequest::Addresses(1)).await;
+    let new_address = assigned
+        .as_ref()
+        .ok()
+        .and_then(|a| a.addresses.first().cloned());
+    r.record(
+        "assign-ips adds one address in the subnet",
+        match &assigned {
+            Ok(a) if a.addresses.len() == 1 && a.prefixes.is_empty() => {
+                let ip = address(&a.addresses[0]);
+                match (ip, subnet_net) {
+                    (Ok(ip), Some(net)) if !net.contains(&ip) => {
+                        Err(format!("{ip} is outside {net}"))
+                    }
+                    (Err(e), _) => Err(e),
+                    _ => Ok(()),
+                }
+            }
+            Ok(a) => Err(format!("asked for 1 address, got {a:?}")),
+            Err(e) => Err(e.to_string()),
+        },
+    );
+    let slots_left = target.limits.ipv4_per_interface;
+    r.record(
+        "assign-ips beyond the interface's slots is address-limit",
+        expect_error(
+            cloud
+                .assign_ips(&eni.id, IpRequest::Addresses(slots_left))
+                .await,
+            "address-limit",
+            |e| matches!(e, ProviderError::AddressLimit(_)),
+        ),
+    );
+    r.record(
+        "assign-ips of zero addresses is invalid-argument",
+        expect_error(
+            cloud.assign_ips(&eni.id, IpRequest::Addresses(0)).await,
+            "invalid-argument",
+            |e| matches!(e, ProviderError::InvalidArgument(_)),
+        ),
+    );
+    r.record(
+        "assign-ips on an unknown interface is not-found",
+        expect_error(
+            cloud
+                .assign_ips("eni-conformance-unknown", IpRequest::Addresses(1))
+                .await,
+            "not-found",
+            |e| matches!(e, ProviderError::NotFound(_)),
+        ),
+    );
+
+    if caps.prefixes && target.limits.prefix_delegation {
+        let result = match cloud.assign_ips(&eni.id, IpRequest::Prefixes(1)).await {
+            Ok(a) if a.prefixes.len() == 1 => match (cidr(&a.prefixes[0]), subnet_net) {
+                (Ok(p), Some(net)) if p.prefix_len() == 28 && net.contains(&p) => {
+                    if caps.release {
+                        cloud
+                            .unassign_ips(&eni.id, &[], &a.prefixes)
+                            .await
+                            .map_err(|e| format!("unassigning the prefix: {e}"))
+                    } else {
+                        Ok(())
+                    }
+                }
+                (p, _) => Err(format!("got prefix {p:?}, want a /28 of the subnet")),
+            },
+            Ok(a) => Err(format!("asked for 1 prefix, got {a:?}")),
+            Err(e)
+                if matches!(
+                    e.provider_error(),
+                    Some(ProviderError::InsufficientPrefixes(_))
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        r.record(
+            "assign-ips of a /28 gives a /28 of the subnet (or insufficient-prefixes)",
+            result,
+        );
+    } else {
+        r.not_applicable(
+            "assign-ips of a /28",
+            "no prefix delegation on this provider or instance type",
+        );
+    }
+
+    if caps.release {
+        match new_address {
+            Some(ip) => {
+                let first = cloud
+                    .unassign_ips(&eni.id, std::slice::from_ref(&ip), &[])
+                    .await;
+                let second = cloud
+                    .unassign_ips(&eni.id, std::slice::from_ref(&ip), &[])
+                    .await;
+                let listed = secondaries_of(cloud, &instance_id, &eni.id).await;
+                r.record(
+                    "unassign-ips removes the address, and again is a no-op (idempotent)",
+                    match (first, second, listed) {
+                        (Ok(()), Ok(()), Ok(left)) if !left.contains(&ip) => Ok(()),
+                        (Ok(()), Ok(()), Ok(_)) => Err(format!("{ip} is still listed")),
+                        (a, b, listed) => {
+                            Err(format!("first {a:?}, second {b:?}, listed {listed:?}"))
+                        }
+                    },
+                );
+            }
+            None => r.not_applicable("unassign-ips", "assign-ips gave no address to release"),
+        }
+        r.record(
+            "unassign-ips of the primary address is invalid-argument",
+            expect_error(
+                cloud
+                    .unassign_ips(&eni.id, std::slice::from_ref(&eni.primary_ip), &[])
+                    .await,
+                "invalid-argument",
+                |e| matches!(e, ProviderError::InvalidArgument(_)),
+            ),
+        );
+    } else {
+        r.not_applicable("unassign-ips", "the provider does not declare release");
+    }
+
+    // Fill the instance, then ask for one more interface at the next index.
+    let mut fill = request.clone();
+    fill.ipv4_count = 0;
+    let mut fill_error = None;
+    loop {
+        let current = match interfaces_of(cloud, &instance_id).await {
+            Ok(list) => list,
+            Err(e) => {
+                fill_error = Some(e);
+                break;
+            }
+        };
+        fill.index = free_index(&current);
+        if current.len() as u32 >= target.limits.max_interfaces {
+            break;
+        }
+        match cloud.create_interface(&fill).await {
+            Ok(extra) => created.push(extra.id),
+            Err(e) => {
+                fill_error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    match fill_error {
+        Some(e) => r.not_applicable(
+            "create-interface on a full instance",
+            format!("could not fill the instance: {e}"),
+        ),
+        None => {
+            let over = cloud.create_interface(&fill).await;
+            if let Ok(extra) = &over {
+                created.push(extra.id.clone());
+            }
+            r.record(
+                "create-interface on a full instance is interface-limit",
+                expect_error(over, "interface-limit", |e| {
+                    matches!(e, ProviderError::InterfaceLimit(_))
+                }),
+            );
+        }
+    }
+
+    if !caps.delete_interface {
+        r.not_applicable(
+            "delete-interface",
+            format!(
+                "not declared; {} interfaces created by the checks remain",
+                created.len()
+            ),
+        );
+        return;
+    }
+    let mut errors = Vec::new();
+    for id in &created {
+        for attempt in ["first", "second"] {
+            if let Err(e) = cloud.delete_interface(id).await {
+                errors.push(format!("{attempt} delete of {id}: {e}"));
+            }
+        }
+    }
+    r.record(
+        "delete-interface deletes, and again succeeds (idempotent)",
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        },
+    );
+    let original: Vec<&str> = target
+        .instance
+        .interfaces
+        .iter()
+        .map(|e| e.id.as_str())
+        .collect();
+    r.record(
+        "after cleanup the instance has its original interfaces",
+        interfaces_of(cloud, &instance_id).await.and_then(|now| {
+            let now: Vec<&str> = now.iter().map(|e| e.id.as_str()).collect();
+            (now == original)
+                .then_some(())
+                .ok_or_else(|| format!("had {original:?}, now {now:?}"))
+        }),
+    );
+    r.record(
+        "delete-interface of the primary interface is invalid-argument",
+        expect_error(
+            cloud.delete_interface(&target.primary.id).await,
+            "invalid-argument",
+            |e| matches!(e, ProviderError::InvalidArgument(_)),
+        ),
+    );
+    r.record(
+        "nothing the checks created is left detached",
+        match cloud.get_detached_interfaces(&[tag]).await {
+            Ok(left) if left.is_empty() => Ok(()),
+            Ok(left) => Err(format!(
+                "left: {:?}",
+                left.iter().map(|e| &e.id).collect::<Vec<_>>()
+            )),
+            Err(e) => Err(e.to_string()),
+        },
+    );
+}

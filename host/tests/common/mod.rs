@@ -1,0 +1,67 @@
+//! Shared by the host's integration tests: components built by
+//! `cargo xtask providers`, one runtime per test binary, provider configs.
+
+#![allow(dead_code)] // each test binary uses its own part of this
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use ipam_host::provider::credentials::{Credentials, StaticCredentials};
+use ipam_host::provider::{
+    components_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
+};
+
+/// A built component's bytes. Fails loudly when the build step was skipped.
+pub fn component(name: &str) -> Vec<u8> {
+    let path: PathBuf = components_dir().join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}. Build the components first: cargo xtask providers (cargo xtask test does)",
+            path.display()
+        )
+    })
+}
+
+/// One runtime (engine, linker, compile cache) for the whole test binary.
+pub fn runtime() -> &'static ProviderRuntime {
+    static RUNTIME: OnceLock<(tempfile::TempDir, ProviderRuntime)> = OnceLock::new();
+    let (_, runtime) = RUNTIME.get_or_init(|| {
+        let cache = tempfile::tempdir().expect("temp dir");
+        let config = RuntimeConfig {
+            cache_dir: Some(cache.path().to_path_buf()),
+            ..RuntimeConfig::default()
+        };
+        let runtime = ProviderRuntime::new(config).expect("runtime");
+        (cache, runtime)
+    });
+    runtime
+}
+
+pub fn config(settings: &str) -> ProviderConfig {
+    ProviderConfig {
+        settings: settings.to_string(),
+        egress: Vec::new(),
+        credentials: Arc::new(StaticCredentials(Credentials::default())),
+        limits: CallLimits {
+            timeout: Duration::from_secs(2),
+            memory_bytes: 64 << 20,
+        },
+    }
+}
+
+pub const MOCK_SETTINGS: &str = include_str!("../../../providers/mock/default-settings.yaml");
+
+/// Provider settings from YAML, as JSON text (what providers receive).
+pub fn json(yaml: &str) -> String {
+    serde_yaml::from_str::<serde_json::Value>(yaml)
+        .expect("test settings are YAML")
+        .to_string()
+}
+
+pub async fn mock(settings_yaml: &str) -> WasmProvider {
+    runtime()
+        .load(&component("mock"), config(&json(settings_yaml)))
+        .await
+        .expect("mock loads")
+}

@@ -1,0 +1,246 @@
+//! Each deliberately bad guest gives its own typed error, and the same host
+//! then serves a good call on the same provider.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{component, config, runtime};
+use ipam_host::cloud::{CloudApi, CloudError, ProviderError};
+use ipam_host::provider::credentials::{Credentials, StaticCredentials};
+use ipam_host::provider::egress::EgressError;
+use ipam_host::provider::module::ModuleError;
+use ipam_host::provider::{LoadError, ProviderConfig, WasmProvider};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn misbehave(
+    settings: serde_json::Value,
+    adjust: impl FnOnce(&mut ProviderConfig),
+) -> WasmProvider {
+    let mut config = config(&settings.to_string());
+    adjust(&mut config);
+    runtime()
+        .load(&component("misbehave"), config)
+        .await
+        .expect("misbehave loads")
+}
+
+/// The good call every test makes after the bad one, on the same provider.
+async fn still_serves(provider: &WasmProvider) {
+    let subnets = provider
+        .get_subnets()
+        .await
+        .expect("a good call after a bad one succeeds");
+    assert!(subnets.is_empty());
+}
+
+#[tokio::test]
+async fn trap_is_reported_with_the_guest_panic_and_the_instance_replaced() {
+    let provider = misbehave(serde_json::json!({"mode": "trap"}), |_| {}).await;
+    let created = provider.instances_created();
+    match provider.get_vpcs().await {
+        Err(CloudError::Trap {
+            operation, message, ..
+        }) => {
+            assert_eq!(operation, "get-vpcs");
+            assert!(
+                message.contains("deliberate trap"),
+                "the guest's panic message is in the error: {message}"
+            );
+        }
+        other => panic!("expected a trap, got {other:?}"),
+    }
+    still_serves(&provider).await;
+    assert_eq!(
+        provider.instances_created(),
+        created + 1,
+        "the trapped instance was replaced by a fresh one"
+    );
+}
+
+#[tokio::test]
+async fn an_endless_loop_times_out() {
+    let provider = misbehave(serde_json::json!({"mode": "loop"}), |c| {
+        c.limits.timeout = std::time::Duration::from_millis(300)
+    })
+    .await;
+    assert!(
+        matches!(
+            provider.get_vpcs().await,
+            Err(CloudError::Timeout {
+                operation: "get-vpcs",
+                ..
+            })
+        ),
+        "an endless loop is a timeout"
+    );
+    still_serves(&provider).await;
+}
+
+#[tokio::test]
+async fn unbounded_memory_growth_hits_the_cap() {
+    let provider = misbehave(serde_json::json!({"mode": "grow-memory"}), |c| {
+        c.limits.memory_bytes = 32 << 20
+    })
+    .await;
+    match provider.get_vpcs().await {
+        Err(CloudError::MemoryLimit { limit_bytes, .. }) => assert_eq!(limit_bytes, 32 << 20),
+        other => panic!("expected the memory limit, got {other:?}"),
+    }
+    still_serves(&provider).await;
+}
+
+#[tokio::test]
+async fn a_host_not_on_the_allow_list_is_denied() {
+    let settings = serde_json::json!({"mode": "fetch", "url": "http://127.0.0.1:9/"});
+    let provider = misbehave(settings, |c| c.egress = vec!["http://127.0.0.1:10".into()]).await;
+    match provider.get_vpcs().await {
+        Err(CloudError::EgressDenied {
+            destination,
+            reason,
+            ..
+        }) => {
+            assert!(
+                destination.starts_with("http://127.0.0.1:9"),
+                "{destination}"
+            );
+            assert!(
+                reason.contains("not on the provider's egress allow-list"),
+                "{reason}"
+            );
+        }
+        other => panic!("expected egress denied, got {other:?}"),
+    }
+    still_serves(&provider).await;
+}
+
+#[tokio::test]
+async fn the_metadata_address_is_denied_even_when_allow_listed() {
+    let settings =
+        serde_json::json!({"mode": "fetch", "url": "http://169.254.169.254/latest/meta-data/"});
+    let provider = misbehave(settings, |c| {
+        c.egress = vec!["http://169.254.169.254".into()]
+    })
+    .await;
+    match provider.get_vpcs().await {
+        Err(CloudError::EgressDenied { reason, .. }) => {
+            let expected = EgressError::ForbiddenAddress {
+                address: "169.254.169.254".parse().unwrap(),
+                why: "link-local (instance metadata lives here)",
+            };
+            assert_eq!(reason, expected.to_string());
+        }
+        other => panic!("expected egress denied, got {other:?}"),
+    }
+    still_serves(&provider).await;
+}
+
+#[tokio::test]
+async fn an_allow_listed_origin_is_reached_through_wasi_http() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buffer = vec![0u8; 4096];
+        let n = socket.read(&mut buffer).await.unwrap();
+        let request = String::from_utf8_lossy(&buffer[..n]).to_string();
+        socket
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello")
+            .await
+            .unwrap();
+        request
+    });
+    let settings =
+        serde_json::json!({"mode": "fetch", "url": format!("http://127.0.0.1:{port}/ping")});
+    let provider = misbehave(settings, |c| {
+        c.egress = vec![format!("http://127.0.0.1:{port}")]
+    })
+    .await;
+    let vpcs = provider.get_vpcs().await.expect("allowed egress works");
+    assert_eq!(vpcs[0].id, "200 hello");
+    let request = server.await.unwrap();
+    assert!(request.starts_with("GET /ping HTTP/1.1"), "{request}");
+}
+
+#[tokio::test]
+async fn credentials_reach_the_guest_through_the_host_import() {
+    let settings = serde_json::json!({"mode": "credentials", "key": "access-key-id"});
+    let provider = misbehave(settings, |c| {
+        let values = [("access-key-id".to_string(), "AKIDEXAMPLE".to_string())].into();
+        c.credentials = Arc::new(StaticCredentials(Credentials {
+            values,
+            expires_at: Some(4_000_000_000),
+        }));
+    })
+    .await;
+    assert_eq!(provider.get_vpcs().await.unwrap()[0].id, "AKIDEXAMPLE");
+}
+
+#[tokio::test]
+async fn missing_credentials_are_the_guests_typed_error() {
+    let provider = misbehave(
+        serde_json::json!({"mode": "credentials", "key": "access-key-id"}),
+        |_| {},
+    )
+    .await;
+    let error = provider.get_vpcs().await.unwrap_err();
+    assert!(
+        matches!(error.provider_error(), Some(ProviderError::Unauthorized(_))),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn bad_settings_fail_the_load_with_the_providers_message() {
+    let error = runtime()
+        .load(&component("misbehave"), config(r#"{"mode": "dance"}"#))
+        .await
+        .unwrap_err();
+    match error {
+        LoadError::Start(CloudError::Provider {
+            error: ProviderError::InvalidArgument(message),
+            ..
+        }) => {
+            assert!(message.contains("dance"), "{message}")
+        }
+        other => panic!("expected invalid-argument, got {other}"),
+    }
+}
+
+async fn mock_serves_a_call() {
+    let provider = common::mock(common::MOCK_SETTINGS).await;
+    assert_eq!(provider.get_vpcs().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_module_for_an_unknown_wit_version_is_refused_before_compiling() {
+    let before = runtime().compiles();
+    let error = runtime()
+        .load(&component("future-wit"), config("{}"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, LoadError::Module(ModuleError::UnsupportedWitVersion { found }) if found == "0.9.0"),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("0.9.0") && message.contains("0.1.0"),
+        "names both versions: {message}"
+    );
+    assert_eq!(runtime().compiles(), before, "nothing was compiled");
+    mock_serves_a_call().await;
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_wasm_is_refused() {
+    let error = runtime()
+        .load(b"#!/bin/sh\necho not wasm\n", config("{}"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, LoadError::Module(ModuleError::NotWasm)),
+        "{error}"
+    );
+    mock_serves_a_call().await;
+}

@@ -145,5 +145,11 @@ pub fn unit_tests() -> Result<(), String> {
     run(Command::new("cargo")
         .current_dir(providers_dir())
         .env("CARGO_TARGET_DIR", build_cache().join("providers-native"))
-        .args(["test", "--workspace"]))
+        .args([
+            "test",
+            "--package",
+            "mock-provider",
+            "--package",
+            "ipam-provider-sdk",
+        ]))
 }

@@ -141,7 +141,12 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
                 println!("name:            {}", info.name);
                 println!("version:         {}", info.version);
                 println!("wit version:     ipam:provider@{}", module.wit_version);
-                println!("capabilities:    {}", capabilities.join(", "));
+                let shown = if capabilities.is_empty() {
+                    "none (read-only)".to_string()
+                } else {
+                    capabilities.join(", ")
+                };
+                println!("capabilities:    {shown}");
                 println!("max concurrency: {}", info.max_concurrency);
                 println!("size:            {} bytes", module.size);
                 println!("sha256:          {}", module.digest);

@@ -55,11 +55,37 @@ pub fn log(level: LogLevel, message: &str) {
 /// `ipam:provider/provider` interface, and stamp the WIT version into the
 /// component. Use it once, at the root of a `cdylib` crate.
 ///
-/// ```ignore
+/// ```
+/// use ipam_provider_sdk::*;
+///
 /// #[derive(Default)]
-/// struct MyCloud { /* state */ }
-/// impl ipam_provider_sdk::Provider for MyCloud { /* ... */ }
-/// ipam_provider_sdk::export_provider!(MyCloud);
+/// struct MyCloud {
+///     region: String,
+/// }
+///
+/// impl Provider for MyCloud {
+///     fn info() -> ProviderInfo {
+///         ProviderInfo {
+///             name: "my-cloud".into(),
+///             version: "0.1.0".into(),
+///             capabilities: Capabilities { create_interface: false, release: false, prefixes: false, delete_interface: false },
+///             max_concurrency: 4,
+///         }
+///     }
+///     fn configure(&mut self, settings: &str) -> Result<(), Error> {
+///         self.region = settings.to_string();
+///         Ok(())
+///     }
+///     fn get_vpcs(&mut self) -> Result<Vec<Vpc>, Error> { Ok(vec![]) }
+///     fn get_subnets(&mut self) -> Result<Vec<Subnet>, Error> { Ok(vec![]) }
+///     fn get_security_groups(&mut self) -> Result<Vec<SecurityGroup>, Error> { Ok(vec![]) }
+///     fn get_instances(&mut self, _ids: &[String]) -> Result<Vec<Instance>, Error> { Ok(vec![]) }
+///     fn get_instance_limits(&mut self, t: &str) -> Result<Limits, Error> {
+///         Err(Error::NotFound(t.to_string()))
+///     }
+/// }
+///
+/// export_provider!(MyCloud);
 /// ```
 #[macro_export]
 macro_rules! export_provider {
@@ -138,6 +164,9 @@ macro_rules! export_provider {
                 }
             }
 
+            // Component exports exist only on wasm; natively (unit tests of a
+            // provider crate) their symbol names would not even link.
+            #[cfg(target_arch = "wasm32")]
     $crate::bindings::__export_ipam_provider_world!(Export with_types_in $crate::bindings);
         };
     };

@@ -6,11 +6,9 @@
 //!
 //! Run: `cargo xtask bench` (builds the components, then `cargo bench`).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipam_host::cloud::{CloudApi, CreateInterfaceRequest, IpRequest};
-use ipam_host::provider::credentials::StaticCredentials;
 use ipam_host::provider::{
     components_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig,
 };
@@ -25,12 +23,7 @@ fn component(name: &str) -> Vec<u8> {
 }
 
 fn config(settings: serde_json::Value) -> ProviderConfig {
-    ProviderConfig {
-        settings: settings.to_string(),
-        egress: Vec::new(),
-        credentials: Arc::new(StaticCredentials::default()),
-        limits: CallLimits::default(),
-    }
+    ProviderConfig::new(settings.to_string())
 }
 
 fn big_instance_cloud() -> serde_json::Value {

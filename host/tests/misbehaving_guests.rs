@@ -10,6 +10,7 @@ use ipam_host::cloud::{CloudApi, CloudError, ProviderError};
 use ipam_host::provider::credentials::{Credentials, StaticCredentials};
 use ipam_host::provider::egress::EgressError;
 use ipam_host::provider::module::ModuleError;
+use ipam_host::provider::resolve::StaticResolver;
 use ipam_host::provider::{LoadError, ProviderConfig, WasmProvider};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -135,21 +136,79 @@ async fn the_metadata_address_is_denied_even_when_allow_listed() {
     still_serves(&provider).await;
 }
 
-#[tokio::test]
-async fn an_allow_listed_origin_is_reached_through_wasi_http() {
+fn resolving(name: &str, address: &str) -> Arc<StaticResolver> {
+    Arc::new(StaticResolver(
+        [(name.to_string(), vec![address.parse().unwrap()])].into(),
+    ))
+}
+
+/// A server on 127.0.0.1 that answers one request with `200 hello` and
+/// returns what it received.
+async fn one_response_server() -> (u16, tokio::task::JoinHandle<String>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
         let mut buffer = vec![0u8; 4096];
         let n = socket.read(&mut buffer).await.unwrap();
-        let request = String::from_utf8_lossy(&buffer[..n]).to_string();
-        socket
-            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello")
-            .await
-            .unwrap();
-        request
+        let response = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello";
+        socket.write_all(response).await.unwrap();
+        String::from_utf8_lossy(&buffer[..n]).to_string()
     });
+    (port, server)
+}
+
+#[tokio::test]
+async fn an_allow_listed_name_that_resolves_to_a_metadata_address_is_denied() {
+    let settings = serde_json::json!({"mode": "fetch", "url": "http://metadata.test/latest/"});
+    let provider = misbehave(settings, |c| {
+        c.egress = vec!["http://metadata.test".into()];
+        c.resolver = resolving("metadata.test", "169.254.169.254");
+    })
+    .await;
+    match provider.get_vpcs().await {
+        Err(CloudError::EgressDenied { reason, .. }) => {
+            assert!(
+                reason.starts_with("169.254.169.254 is link-local"),
+                "{reason}"
+            )
+        }
+        other => panic!("expected egress denied, got {other:?}"),
+    }
+    still_serves(&provider).await;
+}
+
+#[tokio::test]
+async fn the_connection_goes_to_the_checked_address() {
+    // `api.test` exists only in the provider's static table: the request can
+    // reach the server only if the connection uses the address the egress
+    // check resolved, not a second look-up of its own.
+    let (port, server) = one_response_server().await;
+    let settings =
+        serde_json::json!({"mode": "fetch", "url": format!("http://api.test:{port}/pinned")});
+    let provider = misbehave(settings, |c| {
+        c.egress = vec![format!("http://api.test:{port}")];
+        c.resolver = resolving("api.test", "127.0.0.1");
+    })
+    .await;
+    let vpcs = provider
+        .get_vpcs()
+        .await
+        .expect("reached through the checked address");
+    assert_eq!(vpcs[0].id, "200 hello");
+    let request = server.await.unwrap();
+    assert!(request.starts_with("GET /pinned HTTP/1.1"), "{request}");
+    assert!(
+        request
+            .to_ascii_lowercase()
+            .contains(&format!("host: api.test:{port}")),
+        "{request}"
+    );
+}
+
+#[tokio::test]
+async fn an_allow_listed_origin_is_reached_through_wasi_http() {
+    let (port, server) = one_response_server().await;
     let settings =
         serde_json::json!({"mode": "fetch", "url": format!("http://127.0.0.1:{port}/ping")});
     let provider = misbehave(settings, |c| {

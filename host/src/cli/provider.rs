@@ -87,15 +87,14 @@ fn provider_config(module: &str, args: &RunArgs) -> anyhow::Result<ProviderConfi
         }
         None => Credentials::default(),
     };
-    Ok(ProviderConfig {
-        settings,
-        egress: args.egress.clone(),
-        credentials: Arc::new(StaticCredentials(credentials)),
-        limits: CallLimits {
-            timeout: Duration::from_millis(args.timeout_ms),
-            memory_bytes: args.memory_mib << 20,
-        },
-    })
+    let mut config = ProviderConfig::new(settings);
+    config.egress = args.egress.clone();
+    config.credentials = Arc::new(StaticCredentials(credentials));
+    config.limits = CallLimits {
+        timeout: Duration::from_millis(args.timeout_ms),
+        memory_bytes: args.memory_mib << 20,
+    };
+    Ok(config)
 }
 
 fn module_bytes(module: &str) -> anyhow::Result<(PathBuf, Vec<u8>)> {

@@ -1,6 +1,6 @@
 //! The wasi:http send hook: every outgoing request of a guest passes the
-//! provider's [`EgressPolicy`] twice (origin, then resolved addresses) before
-//! it is sent. A refusal is recorded so the call that made it can be reported
+//! provider's [`EgressPolicy`] twice (origin, then resolved addresses) and is
+//! then sent to exactly the addresses that were checked. A refusal is recorded so the call that made it can be reported
 //! as egress denied rather than as whatever the guest made of the error.
 
 use std::future::Future;
@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::egress::{EgressError, EgressPolicy, Origin};
+use super::pinned_send;
+use super::resolve::Resolver;
 
 /// Denials seen during the current call, shared between the hook (which runs
 /// in a spawned future) and the store that reads them after the call.
@@ -35,6 +37,7 @@ impl DenialLog {
 
 pub struct EgressHooks {
     pub policy: Arc<EgressPolicy>,
+    pub resolver: Arc<dyn Resolver>,
     pub denials: DenialLog,
 }
 
@@ -52,6 +55,7 @@ impl WasiHttpHooks for EgressHooks {
     ) -> Box<dyn Future<Output = SendResult> + Send> {
         drop(fut);
         let policy = self.policy.clone();
+        let resolver = self.resolver.clone();
         let denials = self.denials.clone();
         Box::new(async move {
             let uri = request.uri().clone();
@@ -62,29 +66,40 @@ impl WasiHttpHooks for EgressHooks {
                     Origin::new(uri.scheme_str().unwrap_or("https"), a.host(), a.port_u16())
                 })
                 .ok_or(wasmtime_wasi_http::Error::HttpRequestUriInvalid)?;
-            if let Err(error) = check(&policy, &origin).await {
-                denials.record(destination, error);
-                return Err(wasmtime_wasi_http::Error::HttpRequestDenied);
-            }
-            use http_body_util::BodyExt;
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            Ok((
-                response.map(BodyExt::boxed_unsync),
-                Box::new(io) as Box<dyn Future<Output = _> + Send>,
-            ))
+            let addresses = match check(&policy, resolver.as_ref(), &origin).await {
+                Ok(addresses) => addresses,
+                Err(error) => {
+                    denials.record(destination, error);
+                    return Err(wasmtime_wasi_http::Error::HttpRequestDenied);
+                }
+            };
+            let (response, connection) =
+                pinned_send::send(request, &origin, &addresses, options).await?;
+            Ok((response, connection))
         })
     }
 }
 
-async fn check(policy: &EgressPolicy, origin: &Origin) -> Result<(), EgressError> {
+/// Check the origin, resolve it, check every address; the addresses to use.
+async fn check(
+    policy: &EgressPolicy,
+    resolver: &dyn Resolver,
+    origin: &Origin,
+) -> Result<Vec<IpAddr>, EgressError> {
     policy.check_origin(origin)?;
-    let resolved: Vec<IpAddr> = tokio::net::lookup_host((origin.host.as_str(), origin.port))
+    let resolved = resolver
+        .resolve(&origin.host, origin.port)
         .await
         .map_err(|e| EgressError::Resolution {
             host: origin.host.clone(),
             message: e.to_string(),
-        })?
-        .map(|a| a.ip())
-        .collect();
-    EgressPolicy::check_resolved(&resolved)
+        })?;
+    if resolved.is_empty() {
+        return Err(EgressError::Resolution {
+            host: origin.host.clone(),
+            message: "no addresses".into(),
+        });
+    }
+    EgressPolicy::check_resolved(&resolved)?;
+    Ok(resolved)
 }

@@ -6,6 +6,8 @@ pub mod credentials;
 pub mod egress;
 mod http_hooks;
 pub mod module;
+mod pinned_send;
+pub mod resolve;
 mod runtime;
 mod state;
 mod v0_1_0;

@@ -11,9 +11,10 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 use super::cache::{self, CacheError, ComponentCache};
-use super::credentials::CredentialSource;
+use super::credentials::{CredentialSource, StaticCredentials};
 use super::egress::{EgressError, EgressPolicy};
 use super::module::{ModuleError, ModuleInfo};
+use super::resolve::{Resolver, SystemResolver};
 use super::state::StoreState;
 use super::v0_1_0::{self, IpamProviderPre};
 use super::wasm_provider::WasmProvider;
@@ -74,8 +75,24 @@ pub struct ProviderConfig {
     pub settings: String,
     /// Allowed origins, `scheme://host[:port]`.
     pub egress: Vec<String>,
+    /// How egress host names are resolved (checked, then connected to).
+    pub resolver: Arc<dyn Resolver>,
     pub credentials: Arc<dyn CredentialSource>,
     pub limits: CallLimits,
+}
+
+impl ProviderConfig {
+    /// These settings, no egress, the system resolver, no credentials, the
+    /// default limits.
+    pub fn new(settings: impl Into<String>) -> Self {
+        Self {
+            settings: settings.into(),
+            egress: Vec::new(),
+            resolver: Arc::new(SystemResolver),
+            credentials: Arc::new(StaticCredentials::default()),
+            limits: CallLimits::default(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -15,6 +15,7 @@ use super::credentials::CredentialSource;
 use super::egress::EgressPolicy;
 use super::http_hooks::{DenialLog, EgressHooks};
 use super::module::ModuleInfo;
+use super::resolve::Resolver;
 use super::runtime::{CallLimits, PreparedModule, ProviderConfig, ProviderRuntime};
 use super::state::StoreState;
 use super::v0_1_0::{ipam::provider::types as t, IpamProvider, IpamProviderPre};
@@ -42,6 +43,7 @@ pub struct WasmProvider {
     pre: IpamProviderPre<StoreState>,
     settings: String,
     egress: Arc<EgressPolicy>,
+    resolver: Arc<dyn Resolver>,
     credentials: Arc<dyn CredentialSource>,
     limits: CallLimits,
     epoch_ticks: u64,
@@ -72,6 +74,7 @@ impl WasmProvider {
             pre: module.pre,
             settings: config.settings,
             egress: Arc::new(egress),
+            resolver: config.resolver,
             credentials: config.credentials,
             limits: config.limits,
             epoch_ticks,
@@ -86,13 +89,12 @@ impl WasmProvider {
         runtime: &ProviderRuntime,
         module: PreparedModule,
     ) -> Result<ProviderInfo, CloudError> {
-        let config = ProviderConfig {
-            settings: String::new(),
-            egress: Vec::new(),
-            credentials: Arc::new(super::credentials::StaticCredentials::default()),
-            limits: CallLimits::default(),
-        };
-        let provider = Self::unstarted(runtime, module, EgressPolicy::default(), config);
+        let provider = Self::unstarted(
+            runtime,
+            module,
+            EgressPolicy::default(),
+            ProviderConfig::new(""),
+        );
         Ok(provider.instantiate(false).await?.1)
     }
 
@@ -156,6 +158,7 @@ impl WasmProvider {
     async fn instantiate(&self, named: bool) -> Result<(Live, ProviderInfo), CloudError> {
         let hooks = EgressHooks {
             policy: self.egress.clone(),
+            resolver: self.resolver.clone(),
             denials: DenialLog::default(),
         };
         let state = StoreState::new(

@@ -4,10 +4,9 @@
 #![allow(dead_code)] // each test binary uses its own part of this
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use ipam_host::provider::credentials::{Credentials, StaticCredentials};
 use ipam_host::provider::{
     components_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
 };
@@ -39,15 +38,12 @@ pub fn runtime() -> &'static ProviderRuntime {
 }
 
 pub fn config(settings: &str) -> ProviderConfig {
-    ProviderConfig {
-        settings: settings.to_string(),
-        egress: Vec::new(),
-        credentials: Arc::new(StaticCredentials(Credentials::default())),
-        limits: CallLimits {
-            timeout: Duration::from_secs(2),
-            memory_bytes: 64 << 20,
-        },
-    }
+    let mut config = ProviderConfig::new(settings);
+    config.limits = CallLimits {
+        timeout: Duration::from_secs(2),
+        memory_bytes: 64 << 20,
+    };
+    config
 }
 
 pub const MOCK_SETTINGS: &str = include_str!("../../../providers/mock/default-settings.yaml");

@@ -1,0 +1,133 @@
+//! Sends a guest's HTTP request over a connection to an address the egress
+//! policy already checked (TLS, when asked, still verifies the certificate for
+//! the host name the guest used).
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::Poll;
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
+
+use super::egress::Origin;
+
+/// Used when the guest sets no timeout; the call's own deadline bounds all.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub type ConnectionTask = Box<dyn Future<Output = Result<(), Error>> + Send>;
+
+fn tls_connector() -> tokio_rustls::TlsConnector {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+        };
+        Arc::new(
+            rustls::ClientConfig::builder()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
+    });
+    tokio_rustls::TlsConnector::from(config.clone())
+}
+
+async fn connect(addresses: &[IpAddr], port: u16) -> Result<TcpStream, Error> {
+    let mut last = None;
+    for &ip in addresses {
+        match TcpStream::connect(SocketAddr::new(ip, port)).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last = Some(error),
+        }
+    }
+    Err(last.map_or(Error::DestinationNotFound, Error::Connect))
+}
+
+pub async fn send(
+    request: http::Request<WasiBody>,
+    origin: &Origin,
+    addresses: &[IpAddr],
+    options: Option<RequestOptions>,
+) -> Result<(http::Response<WasiBody>, ConnectionTask), Error> {
+    let connect_timeout = options
+        .and_then(|o| o.connect_timeout)
+        .unwrap_or(DEFAULT_TIMEOUT);
+    let first_byte_timeout = options
+        .and_then(|o| o.first_byte_timeout)
+        .unwrap_or(DEFAULT_TIMEOUT);
+    let tcp = tokio::time::timeout(connect_timeout, connect(addresses, origin.port))
+        .await
+        .map_err(|_| Error::ConnectionTimeout)??;
+    if origin.scheme == "https" {
+        let name = match origin.host.parse::<IpAddr>() {
+            Ok(ip) => rustls::pki_types::ServerName::from(ip),
+            Err(_) => rustls::pki_types::ServerName::try_from(origin.host.clone())?,
+        };
+        let tls = tokio::time::timeout(connect_timeout, tls_connector().connect(name, tcp))
+            .await
+            .map_err(|_| Error::ConnectionTimeout)?
+            .map_err(Error::Tls)?;
+        exchange(request, tls, first_byte_timeout).await
+    } else {
+        exchange(request, tcp, first_byte_timeout).await
+    }
+}
+
+async fn exchange<S>(
+    mut request: http::Request<WasiBody>,
+    stream: S,
+    first_byte_timeout: Duration,
+) -> Result<(http::Response<WasiBody>, ConnectionTask), Error>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    // The request line carries only the path; the Host header names the origin.
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    *request.uri_mut() = http::Uri::builder()
+        .path_and_query(path)
+        .build()
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+
+    // The connection must be driven while the response is awaited.
+    let mut connection = Some(connection);
+    let mut response = std::pin::pin!(sender.send_request(request));
+    let waiting = std::future::poll_fn(|cx| {
+        if let Poll::Ready(result) = response.as_mut().poll(cx) {
+            return Poll::Ready(result.map_err(Error::from));
+        }
+        if let Some(conn) = connection.as_mut() {
+            if let Poll::Ready(result) = Pin::new(conn).poll(cx) {
+                connection = None;
+                if let Err(error) = result {
+                    return Poll::Ready(Err(Error::from(error)));
+                }
+                return response.as_mut().poll(cx).map_err(Error::from);
+            }
+        }
+        Poll::Pending
+    });
+    let response = tokio::time::timeout(first_byte_timeout, waiting)
+        .await
+        .map_err(|_| Error::ConnectionReadTimeout)??;
+    let task: ConnectionTask = Box::new(async move {
+        match connection {
+            Some(conn) => conn.await.map_err(Error::from),
+            None => Ok(()),
+        }
+    });
+    Ok((
+        response.map(|body| body.map_err(Error::from).boxed_unsync()),
+        task,
+    ))
+}

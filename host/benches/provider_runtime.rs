@@ -9,9 +9,7 @@
 use std::time::{Duration, Instant};
 
 use ipam_host::cloud::{CloudApi, CreateInterfaceRequest, IpRequest};
-use ipam_host::provider::{
-    components_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig,
-};
+use ipam_host::provider::{components_dir, ProviderConfig, ProviderRuntime, RuntimeConfig};
 
 const INTERFACES: u32 = 15;
 const ADDRESSES: u32 = 50;

@@ -122,10 +122,6 @@ impl EgressPolicy {
         Ok(Self { allowed })
     }
 
-    pub fn origins(&self) -> &[Origin] {
-        &self.allowed
-    }
-
     /// First check: the origin the guest named.
     pub fn check_origin(&self, origin: &Origin) -> Result<(), EgressError> {
         if let Ok(address) = origin.host.parse::<IpAddr>() {

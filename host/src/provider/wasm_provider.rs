@@ -121,10 +121,6 @@ impl WasmProvider {
         &self.module
     }
 
-    pub fn egress(&self) -> &EgressPolicy {
-        &self.egress
-    }
-
     /// Instances made so far (a trap or timeout makes the next call make one).
     pub fn instances_created(&self) -> u64 {
         self.instances_created.load(Ordering::Relaxed)

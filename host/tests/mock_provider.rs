@@ -366,3 +366,33 @@ async fn invalid_settings_are_refused_with_the_reason() {
         assert!(error.to_string().contains(reason), "{settings}: {error}");
     }
 }
+
+#[tokio::test]
+async fn prewarm_never_makes_more_instances_than_declared() {
+    let provider = mock(MOCK_SETTINGS).await;
+    let eni = provider
+        .create_interface(&request("i-0001", 1, "subnet-a2", 0, false))
+        .await
+        .unwrap();
+    provider.prewarm().await.unwrap();
+    provider.prewarm().await.unwrap();
+    assert_eq!(
+        provider.instances_created(),
+        1,
+        "the mock declares one instance and has it"
+    );
+    // The one instance still holds the cloud state.
+    provider
+        .assign_ips(&eni.id, IpRequest::Addresses(1))
+        .await
+        .unwrap();
+    assert_eq!(provider.drain_idle(), 1);
+    provider.prewarm().await.unwrap();
+    assert_eq!(provider.instances_created(), 2);
+    let fresh = provider.get_instances(&["i-0001".into()]).await.unwrap();
+    assert_eq!(
+        fresh[0].interfaces.len(),
+        1,
+        "a fresh mock instance starts from its settings"
+    );
+}

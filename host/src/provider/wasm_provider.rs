@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -30,6 +30,23 @@ const MAX_INSTANCES: u32 = 64;
 struct Live {
     store: Store<StoreState>,
     bindings: IpamProvider,
+    _counted: LiveCount,
+}
+
+/// Counts an instance among the provider's live ones for as long as it exists.
+struct LiveCount(Arc<AtomicU32>);
+
+impl LiveCount {
+    fn new(count: &Arc<AtomicU32>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count.clone())
+    }
+}
+
+impl Drop for LiveCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 type CallFuture<'a, R> =
@@ -49,6 +66,7 @@ pub struct WasmProvider {
     epoch_ticks: u64,
     permits: Semaphore,
     idle: Mutex<Vec<Live>>,
+    live: Arc<AtomicU32>,
     instances_created: AtomicU64,
 }
 
@@ -80,6 +98,7 @@ impl WasmProvider {
             epoch_ticks,
             permits: Semaphore::new(1),
             idle: Mutex::new(Vec::new()),
+            live: Arc::new(AtomicU32::new(0)),
             instances_created: AtomicU64::new(0),
         }
     }
@@ -126,12 +145,32 @@ impl WasmProvider {
         self.instances_created.load(Ordering::Relaxed)
     }
 
-    /// Make and configure one more idle instance now, so that a later call
-    /// does not pay for it.
+    /// Make instances now, up to the provider's declared concurrency, so that
+    /// later calls do not pay for instantiation.
     pub async fn prewarm(&self) -> Result<(), CloudError> {
-        let live = self.fresh_instance().await?;
-        self.park(live);
-        Ok(())
+        let limit = self.info.max_concurrency.clamp(1, MAX_INSTANCES);
+        loop {
+            // Holding a permit, no call can start an instance meanwhile.
+            let _permit = self
+                .permits
+                .acquire()
+                .await
+                .map_err(|e| self.host_error("prewarm", e))?;
+            if self.live.load(Ordering::Relaxed) >= limit {
+                return Ok(());
+            }
+            let live = self.fresh_instance().await?;
+            self.park(live);
+        }
+    }
+
+    /// Drop the idle instances (for example after the settings or the
+    /// credentials changed); calls make fresh ones. How many were dropped.
+    pub fn drain_idle(&self) -> usize {
+        self.idle
+            .lock()
+            .map(|mut idle| idle.drain(..).count())
+            .unwrap_or(0)
     }
 
     fn park(&self, live: Live) {
@@ -182,7 +221,14 @@ impl WasmProvider {
             Ok(Ok(done)) => done,
         };
         self.instances_created.fetch_add(1, Ordering::Relaxed);
-        Ok((Live { store, bindings }, info.into()))
+        Ok((
+            Live {
+                store,
+                bindings,
+                _counted: LiveCount::new(&self.live),
+            },
+            info.into(),
+        ))
     }
 
     async fn configure(&self, live: &mut Live) -> Result<(), CloudError> {

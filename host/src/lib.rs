@@ -4,4 +4,5 @@
 
 pub mod cloud;
 pub mod conformance;
+pub mod ipam;
 pub mod provider;

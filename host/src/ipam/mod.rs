@@ -1,0 +1,6 @@
+//! The IPAM engine's decisions. `watermarks` and `select` are pure functions
+//! over plain data (design.md section 4); the engine that applies them to
+//! nodes through a `CloudApi` builds on them.
+
+pub mod select;
+pub mod watermarks;

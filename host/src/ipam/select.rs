@@ -1,0 +1,451 @@
+//! Where a node's next addresses go: per-interface capacity, the interface
+//! to fill, the device index of a new interface, its subnet and its security
+//! groups. Every choice is deterministic and says why it was made.
+
+use crate::cloud::{Limits, NetworkInterface, SecurityGroup, Subnet, Tag};
+
+/// Addresses one interface can hold for pods: its slots less the primary
+/// address (unless `use_primary_address`), sixteen per slot with /28 prefixes.
+pub fn interface_capacity(limits: Limits, use_prefixes: bool, use_primary_address: bool) -> u32 {
+    let per_slot = if use_prefixes { 16 } else { 1 };
+    let secondary = limits
+        .ipv4_per_interface
+        .saturating_sub(1)
+        .saturating_mul(per_slot);
+    secondary.saturating_add(u32::from(use_primary_address))
+}
+
+/// Address slots an interface has left (the primary address takes one, a
+/// prefix one).
+pub fn free_slots(interface: &NetworkInterface, limits: Limits) -> u32 {
+    let used = 1 + interface.addresses.len() + interface.prefixes.len();
+    limits
+        .ipv4_per_interface
+        .saturating_sub(u32::try_from(used).unwrap_or(u32::MAX))
+}
+
+fn has_all_tags(tags: &[Tag], wanted: &[Tag]) -> bool {
+    wanted.iter().all(|w| tags.contains(w))
+}
+
+/// Which of a node's interfaces may hold pod addresses: at or above
+/// first-interface-index and carrying none of the excluded tags.
+pub fn usable(
+    interface: &NetworkInterface,
+    first_interface_index: u32,
+    exclude_tags: &[Tag],
+) -> bool {
+    interface.index >= first_interface_index
+        && !exclude_tags.iter().any(|t| interface.tags.contains(t))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceChoice<'a> {
+    pub interface: &'a NetworkInterface,
+    pub free_slots: u32,
+    pub why: &'static str,
+}
+
+/// The interface to assign on: among usable interfaces with a free slot whose
+/// subnet still has addresses, the fullest one (lowest index on a tie), so
+/// that whole interfaces stay empty and can be freed; Cilium picks at random.
+pub fn interface_to_fill<'a>(
+    interfaces: &'a [NetworkInterface],
+    limits: Limits,
+    subnets: &[Subnet],
+    first_interface_index: u32,
+    exclude_tags: &[Tag],
+) -> Option<InterfaceChoice<'a>> {
+    let subnet_has_room = |id: &str| {
+        subnets
+            .iter()
+            .find(|s| s.id == id)
+            .is_none_or(|s| s.available_addresses > 0)
+    };
+    interfaces
+        .iter()
+        .filter(|i| usable(i, first_interface_index, exclude_tags) && subnet_has_room(&i.subnet_id))
+        .map(|i| (i, free_slots(i, limits)))
+        .filter(|(_, free)| *free > 0)
+        .min_by_key(|(i, free)| (*free, i.index))
+        .map(|(interface, free_slots)| InterfaceChoice {
+            interface,
+            free_slots,
+            why: "fullest usable interface with a free slot (keeps other interfaces empty)",
+        })
+}
+
+/// The lowest free device index at or above `first_interface_index`, if the
+/// instance has room for another interface.
+pub fn next_free_index(
+    interfaces: &[NetworkInterface],
+    first_interface_index: u32,
+    max_interfaces: u32,
+) -> Option<u32> {
+    if interfaces.len() >= max_interfaces as usize {
+        return None;
+    }
+    (first_interface_index..max_interfaces).find(|n| !interfaces.iter().any(|i| i.index == *n))
+}
+
+/// What a node asks of the subnet for a new interface (CiliumNode spec.eni).
+#[derive(Debug, Clone, Default)]
+pub struct SubnetQuery<'a> {
+    pub vpc_id: &'a str,
+    pub availability_zone: &'a str,
+    pub subnet_ids: &'a [String],
+    pub subnet_tags: &'a [Tag],
+    /// The subnet of the node's primary interface.
+    pub node_subnet: Option<&'a str>,
+    /// Addresses a new interface will want.
+    pub interface_capacity: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubnetChoice<'a> {
+    pub subnet: &'a Subnet,
+    pub why: &'static str,
+}
+
+/// The subnet for a new interface: among subnets in the node's VPC and zone
+/// with free addresses, those named in spec (most free), else those with the
+/// spec's tags (most free), else the node's own subnet if it can take a full
+/// interface, else the most free one. Ties go to the lowest id.
+pub fn subnet_for_interface<'a>(
+    subnets: &'a [Subnet],
+    query: &SubnetQuery<'_>,
+) -> Option<SubnetChoice<'a>> {
+    let local: Vec<&Subnet> = subnets
+        .iter()
+        .filter(|s| {
+            s.vpc_id == query.vpc_id
+                && s.availability_zone == query.availability_zone
+                && s.available_addresses > 0
+        })
+        .collect();
+    let most_free = |candidates: Vec<&'a Subnet>| {
+        candidates.into_iter().max_by(|a, b| {
+            a.available_addresses
+                .cmp(&b.available_addresses)
+                .then(b.id.cmp(&a.id))
+        })
+    };
+    if !query.subnet_ids.is_empty() {
+        let named = local
+            .iter()
+            .copied()
+            .filter(|s| query.subnet_ids.contains(&s.id))
+            .collect();
+        return most_free(named).map(|subnet| SubnetChoice {
+            subnet,
+            why: "most free of the subnets named in spec",
+        });
+    }
+    if !query.subnet_tags.is_empty() {
+        let tagged = local
+            .iter()
+            .copied()
+            .filter(|s| has_all_tags(&s.tags, query.subnet_tags))
+            .collect();
+        return most_free(tagged).map(|subnet| SubnetChoice {
+            subnet,
+            why: "most free of the subnets with the spec's tags",
+        });
+    }
+    let own = query
+        .node_subnet
+        .and_then(|id| local.iter().copied().find(|s| s.id == id));
+    if let Some(subnet) = own.filter(|s| s.available_addresses >= query.interface_capacity) {
+        return Some(SubnetChoice {
+            subnet,
+            why: "the node's own subnet can take a full interface",
+        });
+    }
+    most_free(local).map(|subnet| SubnetChoice {
+        subnet,
+        why: "most free subnet in the node's VPC and zone",
+    })
+}
+
+/// Security groups for a new interface: the spec's ids, else every group in
+/// the VPC with the spec's tags, else those of the primary interface.
+pub fn security_groups_for_interface(
+    groups: &[SecurityGroup],
+    vpc_id: &str,
+    spec_ids: &[String],
+    spec_tags: &[Tag],
+    primary: Option<&NetworkInterface>,
+) -> Vec<String> {
+    if !spec_ids.is_empty() {
+        return spec_ids.to_vec();
+    }
+    if !spec_tags.is_empty() {
+        let mut ids: Vec<String> = groups
+            .iter()
+            .filter(|g| g.vpc_id == vpc_id && has_all_tags(&g.tags, spec_tags))
+            .map(|g| g.id.clone())
+            .collect();
+        ids.sort();
+        return ids;
+    }
+    primary
+        .map(|p| p.security_groups.clone())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(ipv4: u32, max_interfaces: u32) -> Limits {
+        Limits {
+            max_interfaces,
+            ipv4_per_interface: ipv4,
+            ipv6_per_interface: 0,
+            prefix_delegation: true,
+        }
+    }
+
+    fn tag(key: &str, value: &str) -> Tag {
+        Tag {
+            key: key.into(),
+            value: value.into(),
+        }
+    }
+
+    fn eni(index: u32, addresses: usize, subnet: &str) -> NetworkInterface {
+        NetworkInterface {
+            id: format!("eni-{index}"),
+            mac: String::new(),
+            index,
+            subnet_id: subnet.into(),
+            vpc_id: "vpc".into(),
+            primary_ip: format!("10.0.{index}.1"),
+            addresses: (0..addresses)
+                .map(|a| format!("10.0.{index}.{}", a + 2))
+                .collect(),
+            prefixes: Vec::new(),
+            security_groups: vec![format!("sg-{index}")],
+            tags: Vec::new(),
+            instance_id: Some("i".into()),
+        }
+    }
+
+    fn subnet(id: &str, zone: &str, free: u32, tags: &[Tag]) -> Subnet {
+        Subnet {
+            id: id.into(),
+            cidr: "10.0.0.0/24".into(),
+            availability_zone: zone.into(),
+            vpc_id: "vpc".into(),
+            available_addresses: free,
+            tags: tags.to_vec(),
+        }
+    }
+
+    #[test]
+    fn capacity_table() {
+        let m5 = limits(10, 3);
+        assert_eq!(
+            interface_capacity(m5, false, false),
+            9,
+            "primary address is not for pods"
+        );
+        assert_eq!(
+            interface_capacity(m5, false, true),
+            10,
+            "use-primary-address"
+        );
+        assert_eq!(interface_capacity(m5, true, false), 144, "nine /28s");
+        assert_eq!(interface_capacity(m5, true, true), 145);
+        assert_eq!(
+            interface_capacity(limits(1, 1), false, false),
+            0,
+            "a one-slot interface holds no pods"
+        );
+        assert_eq!(interface_capacity(limits(0, 1), true, false), 0);
+    }
+
+    #[test]
+    fn free_slots_count_primary_addresses_and_prefixes() {
+        let mut e = eni(1, 3, "s");
+        assert_eq!(free_slots(&e, limits(10, 3)), 6);
+        e.prefixes = vec!["10.1.0.0/28".into(), "10.1.0.16/28".into()];
+        assert_eq!(free_slots(&e, limits(10, 3)), 4);
+        assert_eq!(
+            free_slots(&eni(1, 12, "s"), limits(10, 3)),
+            0,
+            "over-full never underflows"
+        );
+    }
+
+    #[test]
+    fn fills_the_fullest_usable_interface_first() {
+        let subnets = [subnet("s", "z", 100, &[]), subnet("full", "z", 0, &[])];
+        let mut excluded = eni(3, 8, "s");
+        excluded.tags = vec![tag("no-pods", "true")];
+        let interfaces = [
+            eni(0, 8, "s"),
+            eni(1, 2, "s"),
+            eni(2, 6, "s"),
+            excluded,
+            eni(4, 9, "s"),
+            eni(5, 7, "full"),
+        ];
+        let choice = interface_to_fill(
+            &interfaces,
+            limits(10, 8),
+            &subnets,
+            1,
+            &[tag("no-pods", "true")],
+        )
+        .unwrap();
+        // index 0 is below first-interface-index, 3 is excluded, 4 is full,
+        // 5's subnet is out of addresses: index 2 (3 free) beats 1 (7 free).
+        assert_eq!((choice.interface.index, choice.free_slots), (2, 3));
+        let tie = [eni(2, 4, "s"), eni(1, 4, "s")];
+        assert_eq!(
+            interface_to_fill(&tie, limits(10, 8), &subnets, 0, &[])
+                .unwrap()
+                .interface
+                .index,
+            1
+        );
+        assert!(interface_to_fill(&[eni(1, 9, "s")], limits(10, 8), &subnets, 0, &[]).is_none());
+    }
+
+    #[test]
+    fn next_index_table() {
+        let interfaces = [eni(0, 0, "s"), eni(2, 0, "s")];
+        assert_eq!(next_free_index(&interfaces, 0, 4), Some(1));
+        assert_eq!(
+            next_free_index(&interfaces, 2, 4),
+            Some(3),
+            "at or above first-interface-index"
+        );
+        assert_eq!(next_free_index(&interfaces, 0, 2), None, "instance full");
+        assert_eq!(
+            next_free_index(&interfaces, 3, 3),
+            None,
+            "no index left below the maximum"
+        );
+        assert_eq!(next_free_index(&[], 1, 3), Some(1));
+    }
+
+    #[test]
+    fn subnet_choice_table() {
+        let pods = [tag("tier", "pods")];
+        let subnets = [
+            subnet("a-small", "a", 10, &pods),
+            subnet("a-big", "a", 200, &[]),
+            subnet("a-pods", "a", 50, &pods),
+            subnet("a-empty", "a", 0, &pods),
+            subnet("b-huge", "b", 1000, &pods),
+        ];
+        let base = SubnetQuery {
+            vpc_id: "vpc",
+            availability_zone: "a",
+            interface_capacity: 9,
+            ..Default::default()
+        };
+        let choose =
+            |q: &SubnetQuery| subnet_for_interface(&subnets, q).map(|c| c.subnet.id.as_str());
+
+        let ids = vec![
+            "a-small".to_string(),
+            "a-pods".to_string(),
+            "b-huge".to_string(),
+        ];
+        assert_eq!(
+            choose(&SubnetQuery {
+                subnet_ids: &ids,
+                ..base.clone()
+            }),
+            Some("a-pods"),
+            "named, in zone, most free"
+        );
+        assert_eq!(
+            choose(&SubnetQuery {
+                subnet_tags: &pods,
+                ..base.clone()
+            }),
+            Some("a-pods"),
+            "tagged, in zone, not empty"
+        );
+        assert_eq!(
+            choose(&SubnetQuery {
+                node_subnet: Some("a-small"),
+                ..base.clone()
+            }),
+            Some("a-small"),
+            "own subnet fits an interface"
+        );
+        let big_interface = SubnetQuery {
+            node_subnet: Some("a-small"),
+            interface_capacity: 11,
+            ..base.clone()
+        };
+        assert_eq!(
+            choose(&big_interface),
+            Some("a-big"),
+            "own subnet too small: most free"
+        );
+        assert_eq!(choose(&base), Some("a-big"));
+        let none = vec!["b-huge".to_string()];
+        assert_eq!(
+            choose(&SubnetQuery {
+                subnet_ids: &none,
+                ..base.clone()
+            }),
+            None,
+            "named subnets elsewhere do not count"
+        );
+        let tie = [subnet("y", "a", 5, &[]), subnet("x", "a", 5, &[])];
+        assert_eq!(
+            subnet_for_interface(&tie, &base).unwrap().subnet.id,
+            "x",
+            "ties go to the lowest id"
+        );
+    }
+
+    #[test]
+    fn security_group_choice_table() {
+        let nodes = [tag("role", "nodes")];
+        let groups = [
+            SecurityGroup {
+                id: "sg-b".into(),
+                vpc_id: "vpc".into(),
+                tags: nodes.to_vec(),
+            },
+            SecurityGroup {
+                id: "sg-a".into(),
+                vpc_id: "vpc".into(),
+                tags: nodes.to_vec(),
+            },
+            SecurityGroup {
+                id: "sg-other-vpc".into(),
+                vpc_id: "other".into(),
+                tags: nodes.to_vec(),
+            },
+            SecurityGroup {
+                id: "sg-c".into(),
+                vpc_id: "vpc".into(),
+                tags: Vec::new(),
+            },
+        ];
+        let primary = eni(0, 0, "s");
+        let ids = vec!["sg-x".to_string()];
+        assert_eq!(
+            security_groups_for_interface(&groups, "vpc", &ids, &nodes, Some(&primary)),
+            ids
+        );
+        assert_eq!(
+            security_groups_for_interface(&groups, "vpc", &[], &nodes, Some(&primary)),
+            vec!["sg-a", "sg-b"]
+        );
+        assert_eq!(
+            security_groups_for_interface(&groups, "vpc", &[], &[], Some(&primary)),
+            vec!["sg-0"]
+        );
+        assert!(security_groups_for_interface(&groups, "vpc", &[], &[], None).is_empty());
+    }
+}

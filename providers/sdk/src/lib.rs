@@ -165,8 +165,9 @@ macro_rules! export_provider {
             }
 
             // Component exports exist only on wasm; natively (unit tests of a
-            // provider crate) their symbol names would not even link.
-            #[cfg(target_arch = "wasm32")]
+            // provider crate) their symbol names would not even link. Clippy
+            // never links, and checks them everywhere.
+            #[cfg(any(target_arch = "wasm32", clippy))]
     $crate::bindings::__export_ipam_provider_world!(Export with_types_in $crate::bindings);
         };
     };

@@ -75,6 +75,48 @@ pub fn interface_to_fill<'a>(
         })
 }
 
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseChoice<'a> {
+    pub interface: &'a NetworkInterface,
+    pub addresses: Vec<String>,
+    pub why: &'static str,
+}
+
+/// Up to `excess` unused secondary addresses to release, all from one
+/// interface: the usable one with the fewest used addresses (highest index on
+/// a tie), so that it empties out and can be freed whole; the mirror of
+/// [`interface_to_fill`]. Addresses go highest first.
+pub fn addresses_to_release<'a>(
+    interfaces: &'a [NetworkInterface],
+    used: &std::collections::BTreeSet<String>,
+    excess: u32,
+    first_interface_index: u32,
+    exclude_tags: &[Tag],
+) -> Option<ReleaseChoice<'a>> {
+    if excess == 0 {
+        return None;
+    }
+    interfaces
+        .iter()
+        .filter(|i| usable(i, first_interface_index, exclude_tags))
+        .filter_map(|i| {
+            let mut unused: Vec<&String> =
+                i.addresses.iter().filter(|a| !used.contains(*a)).collect();
+            if unused.is_empty() {
+                return None;
+            }
+            let in_use = i.addresses.len() - unused.len();
+            unused.sort_by_key(|a| std::cmp::Reverse(a.parse::<std::net::Ipv4Addr>().ok()));
+            Some((i, in_use, unused))
+        })
+        .min_by_key(|(i, in_use, _)| (*in_use, std::cmp::Reverse(i.index)))
+        .map(|(interface, _, unused)| ReleaseChoice {
+            interface,
+            addresses: unused.into_iter().take(excess as usize).cloned().collect(),
+            why: "usable interface with the fewest used addresses (so it can empty out)",
+        })
+}
+
 /// The lowest free device index at or above `first_interface_index`, if the
 /// instance has room for another interface.
 pub fn next_free_index(
@@ -311,6 +353,45 @@ mod tests {
             1
         );
         assert!(interface_to_fill(&[eni(1, 9, "s")], limits(10, 8), &subnets, 0, &[]).is_none());
+    }
+
+    #[test]
+    fn releases_from_the_emptiest_interface() {
+        let used: std::collections::BTreeSet<String> = ["10.0.1.2", "10.0.1.3", "10.0.2.2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        // eni-1: 2 of 4 used; eni-2: 1 of 3 used; eni-3: none of 2 used.
+        let interfaces = [eni(1, 4, "s"), eni(2, 3, "s"), eni(3, 2, "s")];
+        let choice = addresses_to_release(&interfaces, &used, 5, 1, &[]).unwrap();
+        assert_eq!(
+            choice.interface.index, 3,
+            "no used address: it can be freed whole"
+        );
+        assert_eq!(
+            choice.addresses,
+            vec!["10.0.3.3", "10.0.3.2"],
+            "capped by what it has, highest first"
+        );
+        let choice = addresses_to_release(&interfaces[..2], &used, 1, 1, &[]).unwrap();
+        assert_eq!(
+            (choice.interface.index, choice.addresses.clone()),
+            (2, vec!["10.0.2.4".to_string()])
+        );
+        assert!(
+            addresses_to_release(&interfaces, &used, 0, 1, &[]).is_none(),
+            "no excess"
+        );
+        assert!(
+            addresses_to_release(&interfaces, &used, 3, 4, &[]).is_none(),
+            "nothing usable"
+        );
+        let tie = [eni(1, 2, "s"), eni(4, 2, "s")];
+        let choice = addresses_to_release(&tie, &Default::default(), 1, 0, &[]).unwrap();
+        assert_eq!(
+            choice.interface.index, 4,
+            "tie: the highest index, keeping low interfaces full"
+        );
     }
 
     #[test]

@@ -134,9 +134,24 @@ mod tests {
             .iter()
             .map(|ip| (ip.to_string(), t0))
             .collect();
-        // (candidates, status, mark, unmark, unassign, why)
-        let cases: &[(&[&str], &[(&str, &str)], &[&str], &[&str], &[&str], &str)] = &[
-            (
+        struct Case {
+            candidates: &'static [&'static str],
+            status: &'static [(&'static str, &'static str)],
+            mark: &'static [&'static str],
+            unmark: &'static [&'static str],
+            unassign: &'static [&'static str],
+            why: &'static str,
+        }
+        let case = |candidates, status, mark, unmark, unassign, why| Case {
+            candidates,
+            status,
+            mark,
+            unmark,
+            unassign,
+            why,
+        };
+        let cases = [
+            case(
                 &["a"],
                 &[("a", MARKED_FOR_RELEASE)],
                 &[],
@@ -144,7 +159,7 @@ mod tests {
                 &[],
                 "marked: wait for the agent",
             ),
-            (
+            case(
                 &["a"],
                 &[("a", READY_FOR_RELEASE)],
                 &[],
@@ -152,7 +167,7 @@ mod tests {
                 &["a"],
                 "ready: unassign",
             ),
-            (
+            case(
                 &["a"],
                 &[("a", DO_NOT_RELEASE)],
                 &[],
@@ -160,7 +175,7 @@ mod tests {
                 &[],
                 "refused: unmark, not re-marked this round",
             ),
-            (
+            case(
                 &["a"],
                 &[("a", RELEASED)],
                 &[],
@@ -168,7 +183,7 @@ mod tests {
                 &[],
                 "released: the agent removes it",
             ),
-            (
+            case(
                 &[],
                 &[("a", MARKED_FOR_RELEASE)],
                 &[],
@@ -176,7 +191,7 @@ mod tests {
                 &[],
                 "no longer excess: cancelled",
             ),
-            (
+            case(
                 &[],
                 &[("a", READY_FOR_RELEASE)],
                 &[],
@@ -184,7 +199,7 @@ mod tests {
                 &[],
                 "ready but no longer excess: cancelled, not released",
             ),
-            (
+            case(
                 &[],
                 &[("a", RELEASED)],
                 &[],
@@ -192,7 +207,7 @@ mod tests {
                 &[],
                 "released is never cancelled",
             ),
-            (
+            case(
                 &["a", "b"],
                 &[("a", READY_FOR_RELEASE)],
                 &["b"],
@@ -200,7 +215,7 @@ mod tests {
                 &["a"],
                 "new candidate past the delay is marked",
             ),
-            (
+            case(
                 &["a"],
                 &[("a", "something-new")],
                 &[],
@@ -209,8 +224,8 @@ mod tests {
                 "an unknown state is left alone",
             ),
         ];
-        for (candidates, current, mark, unmark, unassign, why) in cases {
-            let (candidates, current) = (set(candidates), status(current));
+        for c in cases {
+            let (candidates, current) = (set(c.candidates), status(c.status));
             let out = step(ReleaseInput {
                 candidates: &candidates,
                 status: &current,
@@ -218,9 +233,9 @@ mod tests {
                 now,
                 delay: DELAY,
             });
-            assert_eq!(out.mark, strings(mark), "{why}: mark");
-            assert_eq!(out.unmark, strings(unmark), "{why}: unmark");
-            assert_eq!(out.unassign, strings(unassign), "{why}: unassign");
+            assert_eq!(out.mark, strings(c.mark), "{}: mark", c.why);
+            assert_eq!(out.unmark, strings(c.unmark), "{}: unmark", c.why);
+            assert_eq!(out.unassign, strings(c.unassign), "{}: unassign", c.why);
         }
     }
 

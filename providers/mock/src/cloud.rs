@@ -277,16 +277,23 @@ impl Cloud {
     }
 
     pub fn instances(&self, ids: &[String]) -> Vec<Instance> {
+        let wanted = |id: &str| ids.is_empty() || ids.iter().any(|i| i == id);
+        // One pass over the interfaces, grouped by instance: a listing of
+        // thousands of instances must not scan every interface per instance.
+        let mut attached: BTreeMap<&str, Vec<NetworkInterface>> = BTreeMap::new();
+        for eni in self.interfaces.values() {
+            if let Some(instance) = eni.instance_id.as_deref().filter(|id| wanted(id)) {
+                attached
+                    .entry(instance)
+                    .or_default()
+                    .push(wit_interface(eni));
+            }
+        }
         self.instances
             .iter()
-            .filter(|(id, _)| ids.is_empty() || ids.contains(id))
+            .filter(|(id, _)| wanted(id))
             .map(|(id, state)| {
-                let mut interfaces: Vec<NetworkInterface> = self
-                    .interfaces
-                    .values()
-                    .filter(|e| e.instance_id.as_deref() == Some(id.as_str()))
-                    .map(wit_interface)
-                    .collect();
+                let mut interfaces = attached.remove(id.as_str()).unwrap_or_default();
                 interfaces.sort_by_key(|i| i.index);
                 Instance {
                     id: id.clone(),
@@ -608,6 +615,25 @@ impl Cloud {
     }
 }
 
+/// Dotted-quad text without `fmt`: listings format every address of every
+/// interface, and `Ipv4Addr`'s `Display` costs several times more in a guest.
+fn address_text(ip: &Ipv4Addr) -> String {
+    let mut text = String::with_capacity(15);
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            text.push('.');
+        }
+        if octet >= 100 {
+            text.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            text.push(char::from(b'0' + octet / 10 % 10));
+        }
+        text.push(char::from(b'0' + octet % 10));
+    }
+    text
+}
+
 fn wit_interface(eni: &Eni) -> NetworkInterface {
     NetworkInterface {
         id: eni.id.clone(),
@@ -615,8 +641,8 @@ fn wit_interface(eni: &Eni) -> NetworkInterface {
         index: eni.index,
         subnet_id: eni.subnet_id.clone(),
         vpc_id: eni.vpc_id.clone(),
-        primary_ip: eni.primary_ip.to_string(),
-        addresses: eni.addresses.iter().map(Ipv4Addr::to_string).collect(),
+        primary_ip: address_text(&eni.primary_ip),
+        addresses: eni.addresses.iter().map(address_text).collect(),
         prefixes: eni
             .prefixes
             .iter()
@@ -625,5 +651,25 @@ fn wit_interface(eni: &Eni) -> NetworkInterface {
         security_groups: eni.security_groups.clone(),
         tags: eni.tags.clone(),
         instance_id: eni.instance_id.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn address_text_matches_display() {
+        for ip in [
+            "0.0.0.0",
+            "10.0.1.9",
+            "100.64.10.99",
+            "255.255.255.255",
+            "192.168.100.200",
+            "1.20.3.40",
+        ] {
+            let ip: Ipv4Addr = ip.parse().unwrap();
+            assert_eq!(address_text(&ip), ip.to_string());
+        }
     }
 }

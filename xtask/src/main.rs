@@ -5,6 +5,7 @@
 
 mod components;
 mod setup;
+mod tests;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -116,8 +117,14 @@ fn test() -> Result<(), String> {
         "warnings",
     ]))?;
     components::clippy()?;
-    components::unit_tests()?;
-    run(host_cargo().args(["test", "--workspace"]))
+    let mut tally = tests::Tally::default();
+    let guests = tests::run(&mut components::unit_tests_command(), &mut tally);
+    let host =
+        guests.and_then(|()| tests::run(host_cargo().args(["test", "--workspace"]), &mut tally));
+    // One closing line over every test binary, so the total is not mistaken
+    // for the last binary's (often a doc-test run with nothing in it).
+    println!("tests: {} passed, {} failed", tally.passed, tally.failed);
+    host
 }
 
 fn bench() -> Result<(), String> {

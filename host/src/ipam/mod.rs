@@ -1,7 +1,11 @@
-//! The IPAM engine's decisions. `watermarks`, `select` and `release` are pure functions
-//! over plain data (design.md section 4); the engine that applies them to
-//! nodes through a `CloudApi` builds on them.
+//! The IPAM engine's parts. `watermarks`, `select` and `release` are pure
+//! decisions over plain data (design.md section 4); `node` is the CiliumNode
+//! model and `store` the `NodeStore` trait with its in-memory implementation.
+//! The engine that applies the decisions to nodes through a `CloudApi` builds
+//! on them.
 
+pub mod node;
 pub mod release;
 pub mod select;
+pub mod store;
 pub mod watermarks;

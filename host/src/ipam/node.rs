@@ -1,0 +1,259 @@
+//! The IPAM fields of a CiliumNode (cilium.io/v2), named as in the CRD, so
+//! that the Kubernetes store maps them one to one. Only what the engine reads
+//! or writes is modelled; the Kubernetes store keeps every other field.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::watermarks::Watermarks;
+
+/// Cilium's default `pre-allocate` for ENI and Azure IPAM.
+pub const DEFAULT_PRE_ALLOCATE: u32 = 8;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CiliumNode {
+    /// metadata.name
+    pub name: String,
+    #[serde(default)]
+    pub spec: NodeSpec,
+    #[serde(default)]
+    pub status: NodeStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct NodeSpec {
+    #[serde(default)]
+    pub instance_id: String,
+    #[serde(default)]
+    pub ipam: IpamSpec,
+    #[serde(default)]
+    pub eni: EniSpec,
+}
+
+/// An address and what it belongs to (`spec.ipam.pool`, `status.ipam.used`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AllocationIp {
+    /// The pod or endpoint using it (status.ipam.used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The interface it is on (spec.ipam.pool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+}
+
+/// spec.ipam: the pool the operator publishes and the node's watermarks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct IpamSpec {
+    #[serde(default)]
+    pub pool: BTreeMap<String, AllocationIp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_allocate: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_allocate: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_allocate: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_above_watermark: Option<u32>,
+}
+
+/// spec.eni: what the agent registered about its instance and how it wants
+/// interfaces made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EniSpec {
+    #[serde(default)]
+    pub instance_type: String,
+    #[serde(default)]
+    pub availability_zone: String,
+    #[serde(default)]
+    pub vpc_id: String,
+    #[serde(default)]
+    pub node_subnet_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_interface_index: Option<u32>,
+    #[serde(default)]
+    pub subnet_ids: Vec<String>,
+    #[serde(default)]
+    pub subnet_tags: BTreeMap<String, String>,
+    #[serde(default)]
+    pub security_groups: Vec<String>,
+    #[serde(default)]
+    pub security_group_tags: BTreeMap<String, String>,
+    #[serde(default)]
+    pub exclude_interface_tags: BTreeMap<String, String>,
+    #[serde(default)]
+    pub use_primary_address: bool,
+    #[serde(default)]
+    pub disable_prefix_delegation: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_on_termination: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct NodeStatus {
+    #[serde(default)]
+    pub ipam: IpamStatus,
+    #[serde(default)]
+    pub eni: EniStatus,
+}
+
+/// status.ipam: `used` is the agent's; `release-ips` is shared by the release
+/// handshake; `operator-status` is the operator's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct IpamStatus {
+    #[serde(default)]
+    pub used: BTreeMap<String, AllocationIp>,
+    #[serde(default)]
+    pub release_ips: BTreeMap<String, String>,
+    #[serde(default)]
+    pub operator_status: OperatorStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct OperatorStatus {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// status.eni: the node's interfaces as the operator last saw them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EniStatus {
+    #[serde(default)]
+    pub enis: BTreeMap<String, EniInterface>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EniInterface {
+    pub id: String,
+    #[serde(default)]
+    pub mac: String,
+    /// Device index.
+    #[serde(default)]
+    pub number: u32,
+    #[serde(default)]
+    pub subnet: EniSubnet,
+    #[serde(default)]
+    pub vpc: EniVpc,
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    #[serde(default)]
+    pub prefixes: Vec<String>,
+    #[serde(default)]
+    pub security_groups: Vec<String>,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EniSubnet {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub cidr: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EniVpc {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub primary_cidr: String,
+    #[serde(default)]
+    pub cidrs: Vec<String>,
+}
+
+impl CiliumNode {
+    /// The node's watermarks; pre-allocate defaults to Cilium's 8.
+    pub fn watermarks(&self) -> Watermarks {
+        let ipam = &self.spec.ipam;
+        Watermarks {
+            pre_allocate: ipam.pre_allocate.unwrap_or(DEFAULT_PRE_ALLOCATE),
+            min_allocate: ipam.min_allocate.unwrap_or(0),
+            max_allocate: ipam.max_allocate.unwrap_or(0),
+            max_above_watermark: ipam.max_above_watermark.unwrap_or(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CiliumNode as an agent in ENI mode writes it (field names as in the CRD).
+    const ENI_NODE: &str = r#"{
+        "name": "ip-10-0-1-17",
+        "spec": {
+            "instance-id": "i-0001",
+            "ipam": {"pre-allocate": 16, "min-allocate": 10, "max-above-watermark": 2,
+                     "pool": {"10.0.1.20": {"resource": "eni-1"}}},
+            "eni": {"instance-type": "m5.large", "availability-zone": "zone-a", "vpc-id": "vpc-1",
+                    "first-interface-index": 1, "subnet-tags": {"tier": "pods"},
+                    "security-group-tags": {"role": "nodes"}, "exclude-interface-tags": {"no-pods": "true"},
+                    "use-primary-address": true, "delete-on-termination": false}
+        },
+        "status": {
+            "ipam": {"used": {"10.0.1.20": {"owner": "default/web-1"}},
+                     "release-ips": {"10.0.1.21": "ready-for-release"},
+                     "operator-status": {"error": "subnet full"}},
+            "eni": {"enis": {"eni-1": {"id": "eni-1", "number": 1, "subnet": {"id": "subnet-a", "cidr": "10.0.1.0/24"},
+                                        "vpc": {"id": "vpc-1", "primary-cidr": "10.0.0.0/16"},
+                                        "addresses": ["10.0.1.20", "10.0.1.21"]}}}
+        }
+    }"#;
+
+    #[test]
+    fn reads_the_crd_field_names() {
+        let node: CiliumNode = serde_json::from_str(ENI_NODE).unwrap();
+        assert_eq!(node.spec.instance_id, "i-0001");
+        assert_eq!(
+            node.watermarks(),
+            Watermarks {
+                pre_allocate: 16,
+                min_allocate: 10,
+                max_allocate: 0,
+                max_above_watermark: 2
+            }
+        );
+        assert_eq!(node.spec.eni.first_interface_index, Some(1));
+        assert_eq!(node.spec.eni.subnet_tags["tier"], "pods");
+        assert!(node.spec.eni.use_primary_address);
+        assert_eq!(node.spec.eni.delete_on_termination, Some(false));
+        assert_eq!(
+            node.status.ipam.used["10.0.1.20"].owner.as_deref(),
+            Some("default/web-1")
+        );
+        assert_eq!(
+            node.status.ipam.release_ips["10.0.1.21"],
+            "ready-for-release"
+        );
+        assert_eq!(node.status.ipam.operator_status.error, "subnet full");
+        assert_eq!(node.status.eni.enis["eni-1"].subnet.cidr, "10.0.1.0/24");
+    }
+
+    #[test]
+    fn round_trips_and_defaults() {
+        let node: CiliumNode = serde_json::from_str(ENI_NODE).unwrap();
+        let again: CiliumNode =
+            serde_json::from_str(&serde_json::to_string(&node).unwrap()).unwrap();
+        assert_eq!(node, again);
+        let bare: CiliumNode = serde_json::from_str(r#"{"name": "n"}"#).unwrap();
+        assert_eq!(bare.watermarks().pre_allocate, DEFAULT_PRE_ALLOCATE);
+        let json = serde_json::to_value(&bare).unwrap();
+        assert!(
+            json["spec"]["ipam"].get("pre-allocate").is_none(),
+            "unset watermarks stay unset"
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! Where nodes live: the [`NodeStore`] trait the engine uses, and an
+//! in-memory implementation (the embedded default and the tests). The
+//! Kubernetes implementation maps the same calls onto CiliumNode watches and
+//! patches.
+//!
+//! The operator never writes a whole node: [`NodeUpdate`] names only the
+//! fields it owns, and `release-ips` entries one by one, so a change the agent
+//! made meanwhile (status.ipam.used, its answers in release-ips) survives, as
+//! a merge patch does on the API server.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use tokio::sync::broadcast;
+
+use super::node::{AllocationIp, CiliumNode, EniInterface};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeEvent {
+    /// Created or changed; carries the node as it is now.
+    Upserted(CiliumNode),
+    Deleted(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("node {0} does not exist")]
+    NotFound(String),
+    #[error("node store: {0}")]
+    Backend(String),
+}
+
+/// The operator's changes to one node. `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeUpdate {
+    /// Replaces spec.ipam.pool.
+    pub pool: Option<BTreeMap<String, AllocationIp>>,
+    /// Per address in status.ipam.release-ips: `Some(state)` sets it,
+    /// `None` removes it. Addresses not named are untouched.
+    pub release_ips: BTreeMap<String, Option<String>>,
+    /// Replaces status.ipam.operator-status.error.
+    pub operator_error: Option<String>,
+    /// Replaces status.eni.enis.
+    pub enis: Option<BTreeMap<String, EniInterface>>,
+}
+
+impl NodeUpdate {
+    /// Apply to a node, as a merge patch of these fields would.
+    pub fn apply_to(&self, node: &mut CiliumNode) {
+        if let Some(pool) = &self.pool {
+            node.spec.ipam.pool = pool.clone();
+        }
+        for (ip, state) in &self.release_ips {
+            match state {
+                Some(state) => node
+                    .status
+                    .ipam
+                    .release_ips
+                    .insert(ip.clone(), state.clone()),
+                None => node.status.ipam.release_ips.remove(ip),
+            };
+        }
+        if let Some(error) = &self.operator_error {
+            node.status.ipam.operator_status.error = error.clone();
+        }
+        if let Some(enis) = &self.enis {
+            node.status.eni.enis = enis.clone();
+        }
+    }
+}
+
+#[async_trait]
+pub trait NodeStore: Send + Sync {
+    /// Changes from now on. Subscribe before [`NodeStore::list`] so that no
+    /// change falls between the two.
+    fn subscribe(&self) -> broadcast::Receiver<NodeEvent>;
+    async fn list(&self) -> Result<Vec<CiliumNode>, StoreError>;
+    async fn get(&self, name: &str) -> Result<Option<CiliumNode>, StoreError>;
+    /// Apply the operator's changes; the node as it is afterwards.
+    async fn update(&self, name: &str, update: &NodeUpdate) -> Result<CiliumNode, StoreError>;
+}
+
+/// Nodes in memory. Besides the operator's [`NodeStore`] calls it offers the
+/// agent's side (register, used addresses, release answers), so a simulation
+/// or a test can play the agents.
+pub struct MemoryNodeStore {
+    nodes: Mutex<BTreeMap<String, CiliumNode>>,
+    events: broadcast::Sender<NodeEvent>,
+}
+
+impl Default for MemoryNodeStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryNodeStore {
+    pub fn new() -> Self {
+        // A subscriber that falls this far behind gets `Lagged` and must
+        // list again, as a Kubernetes watcher relists after 410 Gone.
+        let (events, _) = broadcast::channel(4096);
+        Self {
+            nodes: Mutex::new(BTreeMap::new()),
+            events,
+        }
+    }
+
+    fn with_nodes<R>(
+        &self,
+        f: impl FnOnce(&mut BTreeMap<String, CiliumNode>) -> R,
+    ) -> Result<R, StoreError> {
+        let mut nodes = self
+            .nodes
+            .lock()
+            .map_err(|_| StoreError::Backend("node map poisoned".into()))?;
+        Ok(f(&mut nodes))
+    }
+
+    fn publish(&self, event: NodeEvent) {
+        // No subscriber is not an error: nobody is watching yet.
+        let _ = self.events.send(event);
+    }
+
+    /// The agent registers (or rewrites) its node.
+    pub fn upsert(&self, node: CiliumNode) -> Result<(), StoreError> {
+        self.with_nodes(|nodes| nodes.insert(node.name.clone(), node.clone()))?;
+        self.publish(NodeEvent::Upserted(node));
+        Ok(())
+    }
+
+    pub fn delete(&self, name: &str) -> Result<(), StoreError> {
+        if self.with_nodes(|nodes| nodes.remove(name))?.is_some() {
+            self.publish(NodeEvent::Deleted(name.to_string()));
+        }
+        Ok(())
+    }
+
+    /// The agent changes its own fields (status.ipam.used, its release
+    /// answers) on the node as it is in the store.
+    pub fn agent_update(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut CiliumNode),
+    ) -> Result<CiliumNode, StoreError> {
+        let node = self.with_nodes(|nodes| {
+            nodes.get_mut(name).map(|node| {
+                f(node);
+                node.clone()
+            })
+        })?;
+        let node = node.ok_or_else(|| StoreError::NotFound(name.to_string()))?;
+        self.publish(NodeEvent::Upserted(node.clone()));
+        Ok(node)
+    }
+}
+
+#[async_trait]
+impl NodeStore for MemoryNodeStore {
+    fn subscribe(&self) -> broadcast::Receiver<NodeEvent> {
+        self.events.subscribe()
+    }
+
+    async fn list(&self) -> Result<Vec<CiliumNode>, StoreError> {
+        self.with_nodes(|nodes| nodes.values().cloned().collect())
+    }
+
+    async fn get(&self, name: &str) -> Result<Option<CiliumNode>, StoreError> {
+        self.with_nodes(|nodes| nodes.get(name).cloned())
+    }
+
+    async fn update(&self, name: &str, update: &NodeUpdate) -> Result<CiliumNode, StoreError> {
+        let node = self.with_nodes(|nodes| {
+            nodes.get_mut(name).map(|node| {
+                update.apply_to(node);
+                node.clone()
+            })
+        })?;
+        let node = node.ok_or_else(|| StoreError::NotFound(name.to_string()))?;
+        self.publish(NodeEvent::Upserted(node.clone()));
+        Ok(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipam::release::{MARKED_FOR_RELEASE, READY_FOR_RELEASE, RELEASED};
+
+    fn node(name: &str) -> CiliumNode {
+        CiliumNode {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    fn pool(ips: &[&str]) -> BTreeMap<String, AllocationIp> {
+        ips.iter()
+            .map(|ip| {
+                (
+                    ip.to_string(),
+                    AllocationIp {
+                        owner: None,
+                        resource: Some("eni-1".into()),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn an_update_keeps_what_the_agent_wrote_meanwhile() {
+        let store = MemoryNodeStore::new();
+        store.upsert(node("n1")).unwrap();
+        // The operator read the node, then the agent wrote used addresses
+        // and answered a release; then the operator's update lands.
+        let seen_by_operator = store.get("n1").await.unwrap().unwrap();
+        store
+            .agent_update("n1", |n| {
+                n.status.ipam.used.insert(
+                    "10.0.0.5".into(),
+                    AllocationIp {
+                        owner: Some("pod-a".into()),
+                        resource: None,
+                    },
+                );
+                n.status
+                    .ipam
+                    .release_ips
+                    .insert("10.0.0.9".into(), READY_FOR_RELEASE.into());
+            })
+            .unwrap();
+        let update = NodeUpdate {
+            pool: Some(pool(&["10.0.0.5", "10.0.0.6"])),
+            release_ips: [("10.0.0.7".to_string(), Some(MARKED_FOR_RELEASE.to_string()))].into(),
+            ..Default::default()
+        };
+        let after = store.update(&seen_by_operator.name, &update).await.unwrap();
+        assert_eq!(after.spec.ipam.pool.len(), 2);
+        assert!(
+            after.status.ipam.used.contains_key("10.0.0.5"),
+            "the agent's used address survived"
+        );
+        assert_eq!(
+            after.status.ipam.release_ips["10.0.0.9"], READY_FOR_RELEASE,
+            "the agent's answer survived"
+        );
+        assert_eq!(
+            after.status.ipam.release_ips["10.0.0.7"],
+            MARKED_FOR_RELEASE
+        );
+    }
+
+    #[tokio::test]
+    async fn release_entries_are_set_and_removed_one_by_one() {
+        let store = MemoryNodeStore::new();
+        store.upsert(node("n1")).unwrap();
+        let mark = NodeUpdate {
+            release_ips: [
+                ("a".to_string(), Some(MARKED_FOR_RELEASE.to_string())),
+                ("b".to_string(), Some(RELEASED.to_string())),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        store.update("n1", &mark).await.unwrap();
+        let unmark = NodeUpdate {
+            release_ips: [("a".to_string(), None)].into(),
+            ..Default::default()
+        };
+        let after = store.update("n1", &unmark).await.unwrap();
+        assert_eq!(
+            after.status.ipam.release_ips,
+            [("b".to_string(), RELEASED.to_string())].into()
+        );
+    }
+
+    #[tokio::test]
+    async fn subscribers_see_every_change_and_unknown_nodes_are_errors() {
+        let store = MemoryNodeStore::new();
+        let mut events = store.subscribe();
+        store.upsert(node("n1")).unwrap();
+        store
+            .update(
+                "n1",
+                &NodeUpdate {
+                    operator_error: Some("subnet full".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        store.delete("n1").unwrap();
+        store.delete("n1").unwrap();
+        assert!(matches!(events.recv().await.unwrap(), NodeEvent::Upserted(n) if n.name == "n1"));
+        assert!(
+            matches!(events.recv().await.unwrap(), NodeEvent::Upserted(n) if n.status.ipam.operator_status.error == "subnet full")
+        );
+        assert_eq!(
+            events.recv().await.unwrap(),
+            NodeEvent::Deleted("n1".into())
+        );
+        assert!(
+            events.try_recv().is_err(),
+            "deleting a missing node publishes nothing"
+        );
+        assert_eq!(
+            store.update("n1", &NodeUpdate::default()).await,
+            Err(StoreError::NotFound("n1".into()))
+        );
+        assert!(store.list().await.unwrap().is_empty());
+    }
+}

@@ -9,7 +9,7 @@
 //! a merge patch does on the API server.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use tokio::sync::broadcast;
@@ -18,8 +18,9 @@ use super::node::{AllocationIp, CiliumNode, EniInterface};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeEvent {
-    /// Created or changed; carries the node as it is now.
-    Upserted(CiliumNode),
+    /// Created or changed; carries the node as it is now (shared: every
+    /// subscriber gets the same copy).
+    Upserted(Arc<CiliumNode>),
     Deleted(String),
 }
 
@@ -125,7 +126,7 @@ impl MemoryNodeStore {
     /// The agent registers (or rewrites) its node.
     pub fn upsert(&self, node: CiliumNode) -> Result<(), StoreError> {
         self.with_nodes(|nodes| nodes.insert(node.name.clone(), node.clone()))?;
-        self.publish(NodeEvent::Upserted(node));
+        self.publish(NodeEvent::Upserted(Arc::new(node)));
         Ok(())
     }
 
@@ -150,7 +151,7 @@ impl MemoryNodeStore {
             })
         })?;
         let node = node.ok_or_else(|| StoreError::NotFound(name.to_string()))?;
-        self.publish(NodeEvent::Upserted(node.clone()));
+        self.publish(NodeEvent::Upserted(Arc::new(node.clone())));
         Ok(node)
     }
 }
@@ -177,7 +178,7 @@ impl NodeStore for MemoryNodeStore {
             })
         })?;
         let node = node.ok_or_else(|| StoreError::NotFound(name.to_string()))?;
-        self.publish(NodeEvent::Upserted(node.clone()));
+        self.publish(NodeEvent::Upserted(Arc::new(node.clone())));
         Ok(node)
     }
 }

@@ -5,4 +5,5 @@
 pub mod cloud;
 pub mod conformance;
 pub mod ipam;
+pub mod limits;
 pub mod provider;

@@ -1,0 +1,288 @@
+//! The middleware against a scripted fake cloud, in tokio's paused time.
+
+use std::sync::Mutex;
+
+use super::*;
+
+/// Records each call's operation and (virtual) time; fails calls as scripted.
+struct FakeCloud {
+    info: ProviderInfo,
+    calls: Mutex<Vec<(&'static str, Instant)>>,
+    failures: Mutex<Vec<(&'static str, ProviderError)>>,
+}
+
+impl FakeCloud {
+    fn new(failures: Vec<(&'static str, ProviderError)>) -> Self {
+        let info = ProviderInfo {
+            name: "fake".into(),
+            version: "0.0.0".into(),
+            capabilities: Default::default(),
+            max_concurrency: 1,
+        };
+        Self {
+            info,
+            calls: Mutex::new(Vec::new()),
+            failures: Mutex::new(failures),
+        }
+    }
+
+    fn called(&self, operation: &'static str) -> Result<(), CloudError> {
+        self.calls.lock().unwrap().push((operation, Instant::now()));
+        let mut failures = self.failures.lock().unwrap();
+        match failures.iter().position(|(op, _)| *op == operation) {
+            Some(at) => Err(CloudError::Provider {
+                provider: "fake".into(),
+                error: failures.remove(at).1,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn times(&self, operation: &str) -> Vec<Duration> {
+        let calls = self.calls.lock().unwrap();
+        let start = calls.first().map(|(_, t)| *t).unwrap_or_else(Instant::now);
+        calls
+            .iter()
+            .filter(|(op, _)| *op == operation)
+            .map(|(_, t)| *t - start)
+            .collect()
+    }
+}
+
+#[async_trait]
+impl CloudApi for FakeCloud {
+    fn info(&self) -> &ProviderInfo {
+        &self.info
+    }
+    async fn get_vpcs(&self) -> Result<Vec<Vpc>, CloudError> {
+        self.called("get-vpcs").map(|()| Vec::new())
+    }
+    async fn get_subnets(&self) -> Result<Vec<Subnet>, CloudError> {
+        self.called("get-subnets").map(|()| Vec::new())
+    }
+    async fn get_security_groups(&self) -> Result<Vec<SecurityGroup>, CloudError> {
+        self.called("get-security-groups").map(|()| Vec::new())
+    }
+    async fn get_instances(&self, _ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        self.called("get-instances").map(|()| Vec::new())
+    }
+    async fn get_detached_interfaces(
+        &self,
+        _tags: &[Tag],
+    ) -> Result<Vec<NetworkInterface>, CloudError> {
+        self.called("get-detached-interfaces").map(|()| Vec::new())
+    }
+    async fn get_instance_limits(&self, _t: &str) -> Result<Limits, CloudError> {
+        self.called("get-instance-limits").map(|()| Limits {
+            max_interfaces: 1,
+            ipv4_per_interface: 1,
+            ipv6_per_interface: 0,
+            prefix_delegation: false,
+        })
+    }
+    async fn create_interface(
+        &self,
+        r: &CreateInterfaceRequest,
+    ) -> Result<NetworkInterface, CloudError> {
+        self.called("create-interface").map(|()| NetworkInterface {
+            id: "eni".into(),
+            mac: String::new(),
+            index: r.index,
+            subnet_id: r.subnet_id.clone(),
+            vpc_id: String::new(),
+            primary_ip: String::new(),
+            addresses: Vec::new(),
+            prefixes: Vec::new(),
+            security_groups: Vec::new(),
+            tags: Vec::new(),
+            instance_id: None,
+        })
+    }
+    async fn delete_interface(&self, _id: &str) -> Result<(), CloudError> {
+        self.called("delete-interface")
+    }
+    async fn assign_ips(&self, _id: &str, _r: IpRequest) -> Result<Assigned, CloudError> {
+        self.called("assign-ips").map(|()| Assigned::default())
+    }
+    async fn unassign_ips(
+        &self,
+        _id: &str,
+        _a: &[String],
+        _p: &[String],
+    ) -> Result<(), CloudError> {
+        self.called("unassign-ips")
+    }
+}
+
+fn config(describe: (f64, f64), mutate: (f64, f64), attach: (f64, f64)) -> LimitsConfig {
+    let bucket = |(burst, per_second)| BucketConfig { burst, per_second };
+    LimitsConfig {
+        describe: bucket(describe),
+        mutate: bucket(mutate),
+        attach: bucket(attach),
+        retry: RetryPolicy {
+            max_attempts: 4,
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(2),
+        },
+    }
+}
+
+fn request() -> CreateInterfaceRequest {
+    CreateInterfaceRequest {
+        instance_id: "i".into(),
+        index: 1,
+        subnet_id: "s".into(),
+        security_groups: Vec::new(),
+        description: String::new(),
+        tags: Vec::new(),
+        delete_on_termination: true,
+        ipv4_count: 0,
+        use_prefixes: false,
+    }
+}
+
+fn ms(durations: &[Duration]) -> Vec<u128> {
+    durations.iter().map(Duration::as_millis).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn describe_calls_burst_then_keep_to_the_rate() {
+    let cloud = LimitedCloud::new(
+        FakeCloud::new(Vec::new()),
+        config((3.0, 10.0), (1.0, 1.0), (1.0, 1.0)),
+    );
+    for _ in 0..5 {
+        cloud.get_subnets().await.unwrap();
+    }
+    assert_eq!(
+        ms(&cloud.inner().times("get-subnets")),
+        vec![0, 0, 0, 100, 200]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn kinds_have_separate_buckets() {
+    // Mutating calls are exhausted; reads still go at once.
+    let cloud = LimitedCloud::new(
+        FakeCloud::new(Vec::new()),
+        config((10.0, 10.0), (1.0, 1.0), (10.0, 10.0)),
+    );
+    cloud
+        .assign_ips("eni", IpRequest::Addresses(1))
+        .await
+        .unwrap();
+    cloud.get_vpcs().await.unwrap();
+    cloud
+        .assign_ips("eni", IpRequest::Addresses(1))
+        .await
+        .unwrap();
+    assert_eq!(ms(&cloud.inner().times("get-vpcs")), vec![0]);
+    assert_eq!(ms(&cloud.inner().times("assign-ips")), vec![0, 1000]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn create_interface_costs_two_mutations_and_an_attach() {
+    let cloud = LimitedCloud::new(
+        FakeCloud::new(Vec::new()),
+        config((10.0, 10.0), (2.0, 2.0), (5.0, 5.0)),
+    );
+    cloud.create_interface(&request()).await.unwrap();
+    cloud.create_interface(&request()).await.unwrap();
+    assert_eq!(
+        ms(&cloud.inner().times("create-interface")),
+        vec![0, 1000],
+        "the second waits for two mutate tokens"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttled_calls_are_retried_no_sooner_than_retry_after() {
+    let throttled = ProviderError::Throttled(Duration::from_millis(1500));
+    let failures = vec![("assign-ips", throttled.clone()), ("assign-ips", throttled)];
+    let cloud = LimitedCloud::new(
+        FakeCloud::new(failures),
+        config((10.0, 10.0), (10.0, 10.0), (10.0, 10.0)),
+    );
+    cloud
+        .assign_ips("eni", IpRequest::Addresses(1))
+        .await
+        .expect("succeeds on the third attempt");
+    let times = cloud.inner().times("assign-ips");
+    assert_eq!(times.len(), 3);
+    assert!(
+        times[1] >= Duration::from_millis(1500)
+            && times[2] - times[1] >= Duration::from_millis(1500),
+        "{times:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_errors_are_retried_only_where_repeating_is_safe() {
+    let transient = || ProviderError::Transient("503".into());
+    let failures = vec![
+        ("create-interface", transient()),
+        ("delete-interface", transient()),
+    ];
+    let cloud = LimitedCloud::new(
+        FakeCloud::new(failures),
+        config((10.0, 10.0), (10.0, 10.0), (10.0, 10.0)),
+    );
+    let error = cloud.create_interface(&request()).await.unwrap_err();
+    assert!(
+        matches!(error.provider_error(), Some(ProviderError::Transient(_))),
+        "may have happened: not repeated"
+    );
+    assert_eq!(cloud.inner().times("create-interface").len(), 1);
+    cloud
+        .delete_interface("eni")
+        .await
+        .expect("idempotent: repeated");
+    assert_eq!(cloud.inner().times("delete-interface").len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_stop_after_the_last_attempt_and_other_errors_are_not_retried() {
+    let throttled = || ("get-vpcs", ProviderError::Throttled(Duration::ZERO));
+    let failures = vec![
+        throttled(),
+        throttled(),
+        throttled(),
+        throttled(),
+        ("get-subnets", ProviderError::NotFound("x".into())),
+    ];
+    let cloud = LimitedCloud::new(
+        FakeCloud::new(failures),
+        config((10.0, 10.0), (10.0, 10.0), (10.0, 10.0)),
+    );
+    assert!(cloud.get_vpcs().await.is_err());
+    assert_eq!(
+        cloud.inner().times("get-vpcs").len(),
+        4,
+        "max_attempts in all"
+    );
+    assert!(cloud.get_subnets().await.is_err());
+    assert_eq!(cloud.inner().times("get-subnets").len(), 1);
+}
+
+#[test]
+fn backoff_doubles_within_jitter_and_the_cap() {
+    let cloud = LimitedCloud::new(
+        FakeCloud::new(Vec::new()),
+        config((1.0, 1.0), (1.0, 1.0), (1.0, 1.0)),
+    );
+    let transient = CloudError::Provider {
+        provider: "fake".into(),
+        error: ProviderError::Transient(String::new()),
+    };
+    for attempt in 0..8 {
+        let expected = Duration::from_millis(100)
+            .saturating_mul(1 << attempt)
+            .min(Duration::from_secs(2));
+        let backoff = cloud.backoff(attempt, &transient);
+        assert!(
+            backoff >= expected / 2 && backoff <= expected,
+            "attempt {attempt}: {backoff:?} vs {expected:?}"
+        );
+    }
+}

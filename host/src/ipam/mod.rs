@@ -1,9 +1,10 @@
 //! The IPAM engine's parts. `watermarks`, `select` and `release` are pure
-//! decisions over plain data (design.md section 4); `node` is the CiliumNode
-//! model and `store` the `NodeStore` trait with its in-memory implementation.
-//! The engine that applies the decisions to nodes through a `CloudApi` builds
-//! on them.
+//! decisions over plain data (design.md section 4); `cache` is the engine's
+//! picture of the cloud; `node` is the CiliumNode model and `store` the
+//! `NodeStore` trait with its in-memory implementation. The engine that
+//! applies the decisions to nodes through a `CloudApi` builds on them.
 
+pub mod cache;
 pub mod node;
 pub mod release;
 pub mod select;

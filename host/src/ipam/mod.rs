@@ -4,6 +4,7 @@
 //! `NodeStore` trait with its in-memory implementation. The engine that
 //! applies the decisions to nodes through a `CloudApi` builds on them.
 
+pub mod allocate;
 pub mod cache;
 pub mod node;
 pub mod release;

@@ -1,0 +1,341 @@
+//! The allocation half of per-node pool maintenance: one step at a time,
+//! assign on the interface chosen by [`select::interface_to_fill`], else
+//! create an interface at the next free index in the chosen subnet; /28
+//! prefixes fall back to /32 addresses when the subnet has no free /28.
+//! Every cloud result goes into the [`InstanceCache`]; nothing is resynced.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+
+use super::cache::InstanceCache;
+use super::node::{AllocationIp, CiliumNode};
+use super::select::{self, SubnetQuery};
+use super::store::{NodeStore, NodeUpdate, StoreError};
+use super::watermarks;
+use crate::cloud::{
+    CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, ProviderError, Tag,
+};
+
+/// Engine-wide settings of allocation.
+#[derive(Debug, Clone)]
+pub struct AllocationSettings {
+    /// Tagged on every interface the operator creates (`cluster`).
+    pub cluster_name: String,
+    /// Use /28 prefixes where the instance type and provider allow.
+    pub prefix_delegation: bool,
+}
+
+/// What one step did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The node has what it needs.
+    Satisfied,
+    Assigned {
+        interface: String,
+        addresses: usize,
+        prefixes: usize,
+    },
+    Created {
+        interface: String,
+        index: u32,
+        subnet: String,
+    },
+    /// Needs addresses but nothing can give them now; the reason is for people.
+    Blocked(String),
+}
+
+fn tags(map: &BTreeMap<String, String>) -> Vec<Tag> {
+    map.iter()
+        .map(|(key, value)| Tag {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
+fn first_interface_index(node: &CiliumNode) -> u32 {
+    node.spec.eni.first_interface_index.unwrap_or(0)
+}
+
+/// Every address of a delegated prefix (a /28 has no network or broadcast
+/// address to leave out).
+fn expand(prefix: &str) -> Vec<String> {
+    let Ok(net) = prefix.parse::<Ipv4Net>() else {
+        return Vec::new();
+    };
+    (u32::from(net.network())..=u32::from(net.broadcast()))
+        .map(|a| Ipv4Addr::from(a).to_string())
+        .collect()
+}
+
+/// spec.ipam.pool for a node: every address of its usable interfaces (the
+/// primary address with use-primary-address), each with its interface.
+pub fn pool_of(node: &CiliumNode, instance: &Instance) -> BTreeMap<String, AllocationIp> {
+    let exclude = tags(&node.spec.eni.exclude_interface_tags);
+    let mut pool = BTreeMap::new();
+    for eni in instance
+        .interfaces
+        .iter()
+        .filter(|i| select::usable(i, first_interface_index(node), &exclude))
+    {
+        let entry = || AllocationIp {
+            owner: None,
+            resource: Some(eni.id.clone()),
+        };
+        if node.spec.eni.use_primary_address && eni.index != 0 {
+            pool.insert(eni.primary_ip.clone(), entry());
+        }
+        for address in eni
+            .addresses
+            .iter()
+            .cloned()
+            .chain(eni.prefixes.iter().flat_map(|p| expand(p)))
+        {
+            pool.insert(address, entry());
+        }
+    }
+    pool
+}
+
+fn is(error: &CloudError, want: fn(&ProviderError) -> bool) -> bool {
+    error.provider_error().is_some_and(want)
+}
+
+/// One allocation step for `node`.
+pub async fn allocate_step(
+    cloud: &dyn CloudApi,
+    cache: &InstanceCache,
+    settings: &AllocationSettings,
+    node: &CiliumNode,
+    pending_pods: u32,
+) -> Result<Step, CloudError> {
+    let instance_id = &node.spec.instance_id;
+    let instance = match cache.instance(instance_id) {
+        Some(instance) => instance,
+        None => match cache.resync_instance(cloud, instance_id).await? {
+            Some(instance) => instance,
+            None => {
+                return Ok(Step::Blocked(format!(
+                    "instance {instance_id} does not exist"
+                )))
+            }
+        },
+    };
+    let limits = cache.limits(cloud, &instance.instance_type).await?;
+    let available = u32::try_from(pool_of(node, &instance).len()).unwrap_or(u32::MAX);
+    let used = u32::try_from(node.status.ipam.used.len()).unwrap_or(u32::MAX);
+    let needed = watermarks::needed(node.watermarks(), available, used);
+    if needed == 0 {
+        return Ok(Step::Satisfied);
+    }
+    let wanted =
+        watermarks::allocation_size(needed, node.watermarks().max_above_watermark, pending_pods);
+    let use_prefixes = settings.prefix_delegation
+        && limits.prefix_delegation
+        && cloud.info().capabilities.prefixes
+        && !node.spec.eni.disable_prefix_delegation;
+
+    let snapshot = cache.snapshot();
+    let subnets: Vec<_> = snapshot.subnets.values().cloned().collect();
+    let exclude = tags(&node.spec.eni.exclude_interface_tags);
+    if let Some(choice) = select::interface_to_fill(
+        &instance.interfaces,
+        limits,
+        &subnets,
+        first_interface_index(node),
+        &exclude,
+    ) {
+        let id = choice.interface.id.clone();
+        let request = ip_request(use_prefixes, wanted, choice.free_slots);
+        let assigned = match cloud.assign_ips(&id, request).await {
+            Err(e)
+                if use_prefixes
+                    && is(&e, |p| matches!(p, ProviderError::InsufficientPrefixes(_))) =>
+            {
+                tracing::info!(node = %node.name, interface = %id, "no free /28 in the subnet: assigning /32 addresses");
+                cloud
+                    .assign_ips(&id, ip_request(false, wanted, choice.free_slots))
+                    .await?
+            }
+            result => result?,
+        };
+        cache.assigned(instance_id, &id, &assigned);
+        tracing::info!(node = %node.name, interface = %id, addresses = assigned.addresses.len(),
+            prefixes = assigned.prefixes.len(), why = choice.why, "assigned");
+        return Ok(Step::Assigned {
+            interface: id,
+            addresses: assigned.addresses.len(),
+            prefixes: assigned.prefixes.len(),
+        });
+    }
+
+    if !cloud.info().capabilities.create_interface {
+        return Ok(Step::Blocked(
+            "every interface is full and the provider cannot create interfaces".into(),
+        ));
+    }
+    let Some(index) = select::next_free_index(
+        &instance.interfaces,
+        first_interface_index(node).max(1),
+        limits.max_interfaces,
+    ) else {
+        return Ok(Step::Blocked(format!(
+            "instance {instance_id} has no room for another interface"
+        )));
+    };
+    let primary = instance.interfaces.iter().find(|i| i.index == 0);
+    let subnet_tags = tags(&node.spec.eni.subnet_tags);
+    let capacity =
+        select::interface_capacity(limits, use_prefixes, node.spec.eni.use_primary_address);
+    let query = SubnetQuery {
+        vpc_id: &instance.vpc_id,
+        availability_zone: &instance.availability_zone,
+        subnet_ids: &node.spec.eni.subnet_ids,
+        subnet_tags: &subnet_tags,
+        node_subnet: primary.map(|p| p.subnet_id.as_str()),
+        interface_capacity: capacity,
+    };
+    let Some(subnet) = select::subnet_for_interface(&subnets, &query) else {
+        return Ok(Step::Blocked(
+            "no subnet in the node's VPC and zone has free addresses".into(),
+        ));
+    };
+    let groups: Vec<_> = snapshot.security_groups.values().cloned().collect();
+    let security_groups = select::security_groups_for_interface(
+        &groups,
+        &instance.vpc_id,
+        &node.spec.eni.security_groups,
+        &tags(&node.spec.eni.security_group_tags),
+        primary,
+    );
+    let mut request = CreateInterfaceRequest {
+        instance_id: instance_id.clone(),
+        index,
+        subnet_id: subnet.subnet.id.clone(),
+        security_groups,
+        description: format!("ipam-operator: {} on {}", settings.cluster_name, node.name),
+        tags: vec![
+            Tag {
+                key: "ipam-operator/cluster".into(),
+                value: settings.cluster_name.clone(),
+            },
+            Tag {
+                key: "ipam-operator/node".into(),
+                value: node.name.clone(),
+            },
+        ],
+        delete_on_termination: node.spec.eni.delete_on_termination.unwrap_or(true),
+        ipv4_count: 0,
+        use_prefixes,
+    };
+    let slots = limits.ipv4_per_interface.saturating_sub(1);
+    let (IpRequest::Addresses(count) | IpRequest::Prefixes(count)) =
+        ip_request(use_prefixes, wanted, slots);
+    request.ipv4_count = count;
+    let created = match cloud.create_interface(&request).await {
+        Err(e)
+            if use_prefixes && is(&e, |p| matches!(p, ProviderError::InsufficientPrefixes(_))) =>
+        {
+            tracing::info!(node = %node.name, subnet = %request.subnet_id, "no free /28 in the subnet: creating with /32 addresses");
+            request.use_prefixes = false;
+            request.ipv4_count = wanted.min(slots);
+            cloud.create_interface(&request).await?
+        }
+        result => result?,
+    };
+    tracing::info!(node = %node.name, interface = %created.id, index, subnet = %request.subnet_id, why = subnet.why, "created interface");
+    let step = Step::Created {
+        interface: created.id.clone(),
+        index,
+        subnet: request.subnet_id.clone(),
+    };
+    cache.created(instance_id, created);
+    Ok(step)
+}
+
+/// How many addresses or /28s to ask for, within the interface's free slots.
+fn ip_request(use_prefixes: bool, wanted: u32, free_slots: u32) -> IpRequest {
+    if use_prefixes {
+        IpRequest::Prefixes(wanted.div_ceil(16).clamp(1, free_slots.max(1)))
+    } else {
+        IpRequest::Addresses(wanted.clamp(1, free_slots.max(1)))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AllocateError {
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("node {0} does not exist")]
+    NoSuchNode(String),
+}
+
+/// Step a node until it is satisfied or blocked (at most `max_steps`),
+/// publishing its pool after every change and its blocking reason in
+/// status.ipam.operator-status. The steps taken.
+pub async fn allocate_node(
+    cloud: &dyn CloudApi,
+    cache: &InstanceCache,
+    store: &dyn NodeStore,
+    settings: &AllocationSettings,
+    name: &str,
+    max_steps: usize,
+) -> Result<Vec<Step>, AllocateError> {
+    let mut steps = Vec::new();
+    for _ in 0..max_steps {
+        let node = store
+            .get(name)
+            .await?
+            .ok_or_else(|| AllocateError::NoSuchNode(name.to_string()))?;
+        let step = allocate_step(cloud, cache, settings, &node, 0).await?;
+        let mut update = NodeUpdate::default();
+        if let Some(instance) = cache.instance(&node.spec.instance_id) {
+            let pool = pool_of(&node, &instance);
+            if pool != node.spec.ipam.pool {
+                update.pool = Some(pool);
+            }
+        }
+        let error = match &step {
+            Step::Blocked(reason) => reason.clone(),
+            _ => String::new(),
+        };
+        if error != node.status.ipam.operator_status.error {
+            update.operator_error = Some(error);
+        }
+        if update != NodeUpdate::default() {
+            store.update(name, &update).await?;
+        }
+        let done = matches!(step, Step::Satisfied | Step::Blocked(_));
+        steps.push(step);
+        if done {
+            break;
+        }
+    }
+    Ok(steps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_expand_to_all_sixteen_addresses() {
+        let addresses = expand("10.0.1.16/28");
+        assert_eq!(addresses.len(), 16);
+        assert_eq!(addresses.first().map(String::as_str), Some("10.0.1.16"));
+        assert_eq!(addresses.last().map(String::as_str), Some("10.0.1.31"));
+        assert!(expand("not a prefix").is_empty());
+    }
+
+    #[test]
+    fn requests_stay_within_free_slots() {
+        assert_eq!(ip_request(false, 8, 3), IpRequest::Addresses(3));
+        assert_eq!(ip_request(false, 2, 9), IpRequest::Addresses(2));
+        assert_eq!(ip_request(true, 8, 9), IpRequest::Prefixes(1));
+        assert_eq!(ip_request(true, 40, 2), IpRequest::Prefixes(2));
+    }
+}

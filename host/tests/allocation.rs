@@ -1,0 +1,209 @@
+//! Allocation end to end: the engine's allocation steps, the real mock
+//! component, the in-memory node store.
+
+mod common;
+
+use common::{mock, MOCK_SETTINGS};
+use ipam_host::cloud::CloudApi;
+use ipam_host::ipam::allocate::{allocate_node, AllocationSettings, Step};
+use ipam_host::ipam::cache::InstanceCache;
+use ipam_host::ipam::node::{AllocationIp, CiliumNode};
+use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
+use ipam_host::provider::WasmProvider;
+
+struct World {
+    cloud: WasmProvider,
+    cache: InstanceCache,
+    store: MemoryNodeStore,
+    settings: AllocationSettings,
+}
+
+async fn world(settings_yaml: &str, prefix_delegation: bool) -> World {
+    let cloud = mock(settings_yaml).await;
+    let cache = InstanceCache::new();
+    cache.resync_all(&cloud).await.unwrap();
+    let settings = AllocationSettings {
+        cluster_name: "test".into(),
+        prefix_delegation,
+    };
+    World {
+        cloud,
+        cache,
+        store: MemoryNodeStore::new(),
+        settings,
+    }
+}
+
+fn node(name: &str, instance: &str, pre: u32, first_interface_index: u32) -> CiliumNode {
+    let mut node = CiliumNode {
+        name: name.into(),
+        ..Default::default()
+    };
+    node.spec.instance_id = instance.into();
+    node.spec.ipam.pre_allocate = Some(pre);
+    node.spec.eni.first_interface_index = Some(first_interface_index);
+    node
+}
+
+impl World {
+    async fn allocate(&self, name: &str) -> Vec<Step> {
+        allocate_node(
+            &self.cloud,
+            &self.cache,
+            &self.store,
+            &self.settings,
+            name,
+            20,
+        )
+        .await
+        .unwrap()
+    }
+
+    async fn node(&self, name: &str) -> CiliumNode {
+        self.store.get(name).await.unwrap().unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_node_converges_to_its_watermark_and_follows_its_use() {
+    let w = world(MOCK_SETTINGS, false).await;
+    w.store.upsert(node("n1", "i-0001", 8, 0)).unwrap();
+    let steps = w.allocate("n1").await;
+    assert!(
+        matches!(steps[0], Step::Assigned { addresses: 8, .. }),
+        "{steps:?}"
+    );
+    assert_eq!(steps.last(), Some(&Step::Satisfied));
+    assert_eq!(w.node("n1").await.spec.ipam.pool.len(), 8);
+
+    // Pods take five addresses: the pool grows back to eight free.
+    let taken: Vec<String> = w
+        .node("n1")
+        .await
+        .spec
+        .ipam
+        .pool
+        .keys()
+        .take(5)
+        .cloned()
+        .collect();
+    w.store
+        .agent_update("n1", |n| {
+            for ip in &taken {
+                n.status.ipam.used.insert(
+                    ip.clone(),
+                    AllocationIp {
+                        owner: Some("pod".into()),
+                        resource: None,
+                    },
+                );
+            }
+        })
+        .unwrap();
+    let steps = w.allocate("n1").await;
+    assert_eq!(steps.last(), Some(&Step::Satisfied), "{steps:?}");
+    let n1 = w.node("n1").await;
+    assert!(n1.spec.ipam.pool.len() - n1.status.ipam.used.len() >= 8);
+    // The cache never drifted from the cloud.
+    let fresh = InstanceCache::new();
+    fresh.resync_all(&w.cloud).await.unwrap();
+    assert_eq!(w.cache.snapshot(), fresh.snapshot());
+}
+
+#[tokio::test]
+async fn a_full_interface_leads_to_a_new_one_until_the_instance_is_full() {
+    // t3.small: 3 interfaces of 4 slots, so 3 pod addresses per interface;
+    // pods start at interface 1.
+    let w = world(MOCK_SETTINGS, false).await;
+    w.store.upsert(node("n3", "i-0003", 8, 1)).unwrap();
+    let steps = w.allocate("n3").await;
+    assert!(
+        matches!(&steps[0], Step::Created { index: 1, subnet, .. } if subnet == "subnet-b1"),
+        "{steps:?}"
+    );
+    assert!(
+        matches!(&steps[1], Step::Created { index: 2, .. }),
+        "{steps:?}"
+    );
+    assert!(
+        matches!(&steps[2], Step::Blocked(reason) if reason.contains("no room")),
+        "{steps:?}"
+    );
+    let n3 = w.node("n3").await;
+    assert_eq!(n3.spec.ipam.pool.len(), 6);
+    assert!(
+        n3.status.ipam.operator_status.error.contains("no room"),
+        "the reason is published"
+    );
+    let interfaces = w.cloud.get_instances(&["i-0003".into()]).await.unwrap()[0]
+        .interfaces
+        .clone();
+    assert_eq!(interfaces.len(), 3);
+    assert!(
+        interfaces[1]
+            .tags
+            .iter()
+            .any(|t| t.key == "ipam-operator/node" && t.value == "n3"),
+        "ownership tags"
+    );
+}
+
+#[tokio::test]
+async fn a_full_subnet_leads_to_another_subnet() {
+    let settings = r#"
+vpcs: [{id: vpc-1, cidrs: [10.0.0.0/16]}]
+subnets:
+  - {id: own, vpc-id: vpc-1, cidr: 10.0.0.0/28, availability-zone: z}
+  - {id: other, vpc-id: vpc-1, cidr: 10.0.1.0/24, availability-zone: z}
+security-groups: [{id: sg-1, vpc-id: vpc-1}]
+instance-types: {t: {max-interfaces: 4, ipv4-per-interface: 10}}
+instances:
+  - {id: i-1, instance-type: t, subnet-id: own, security-groups: [sg-1]}
+  - {id: i-2, instance-type: t, subnet-id: own, security-groups: [sg-1]}
+"#;
+    let w = world(settings, false).await;
+    w.store.upsert(node("n1", "i-1", 8, 1)).unwrap();
+    w.store.upsert(node("n2", "i-2", 8, 1)).unwrap();
+    let first = w.allocate("n1").await;
+    assert!(
+        matches!(&first[0], Step::Created { subnet, .. } if subnet == "own"),
+        "own subnet fits: {first:?}"
+    );
+    let second = w.allocate("n2").await;
+    assert!(
+        matches!(&second[0], Step::Created { subnet, .. } if subnet == "other"),
+        "own subnet is full: {second:?}"
+    );
+    assert_eq!(second.last(), Some(&Step::Satisfied));
+}
+
+#[tokio::test]
+async fn exhausted_prefixes_fall_back_to_single_addresses() {
+    let w = world(MOCK_SETTINGS, true).await;
+    // subnet-a3 is fragmented: no /28 is free there.
+    let mut fragmented = node("frag", "i-0001", 8, 1);
+    fragmented.spec.eni.subnet_ids = vec!["subnet-a3".into()];
+    w.store.upsert(fragmented).unwrap();
+    let steps = w.allocate("frag").await;
+    assert!(
+        matches!(&steps[0], Step::Created { subnet, .. } if subnet == "subnet-a3"),
+        "{steps:?}"
+    );
+    let interface =
+        w.cloud.get_instances(&["i-0001".into()]).await.unwrap()[0].interfaces[1].clone();
+    assert!(
+        interface.prefixes.is_empty() && interface.addresses.len() == 8,
+        "/32 fallback: {interface:?}"
+    );
+    assert_eq!(w.node("frag").await.spec.ipam.pool.len(), 8);
+
+    // Where a /28 is free, prefixes are used and the pool counts 16 per prefix.
+    let mut roomy = node("roomy", "i-0002", 8, 1);
+    roomy.spec.eni.subnet_ids = vec!["subnet-a2".into()];
+    w.store.upsert(roomy).unwrap();
+    w.allocate("roomy").await;
+    let interface =
+        w.cloud.get_instances(&["i-0002".into()]).await.unwrap()[0].interfaces[1].clone();
+    assert_eq!(interface.prefixes.len(), 1, "{interface:?}");
+    assert_eq!(w.node("roomy").await.spec.ipam.pool.len(), 16);
+}

@@ -207,3 +207,30 @@ async fn exhausted_prefixes_fall_back_to_single_addresses() {
     assert_eq!(interface.prefixes.len(), 1, "{interface:?}");
     assert_eq!(w.node("roomy").await.spec.ipam.pool.len(), 16);
 }
+
+#[tokio::test]
+async fn a_restart_over_satisfied_nodes_changes_nothing_in_the_cloud() {
+    let w = world(MOCK_SETTINGS, false).await;
+    w.store.upsert(node("n1", "i-0001", 8, 0)).unwrap();
+    w.store.upsert(node("n3", "i-0003", 5, 1)).unwrap();
+    w.allocate("n1").await;
+    w.allocate("n3").await;
+    let before = w.cloud.get_instances(&[]).await.unwrap();
+    let subnets_before = w.cloud.get_subnets().await.unwrap();
+
+    // A new engine: empty cache, same cloud and nodes.
+    let restarted = InstanceCache::new();
+    restarted.resync_all(&w.cloud).await.unwrap();
+    for name in ["n1", "n3"] {
+        let steps = allocate_node(&w.cloud, &restarted, &w.store, &w.settings, name, 20)
+            .await
+            .unwrap();
+        assert_eq!(steps, vec![Step::Satisfied], "{name}");
+    }
+    assert_eq!(
+        w.cloud.get_instances(&[]).await.unwrap(),
+        before,
+        "no interface or address changed"
+    );
+    assert_eq!(w.cloud.get_subnets().await.unwrap(), subnets_before);
+}

@@ -7,6 +7,7 @@
 pub mod allocate;
 pub mod cache;
 pub mod node;
+pub mod reclaim;
 pub mod release;
 pub mod select;
 pub mod store;

@@ -1,0 +1,177 @@
+//! The release handshake end to end: excess addresses are marked after the
+//! delay, only those the agent declares ready are unassigned, and marks are
+//! cancelled when demand comes back.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{mock, MOCK_SETTINGS};
+use ipam_host::cloud::CloudApi;
+use ipam_host::ipam::allocate::{allocate_node, AllocationSettings};
+use ipam_host::ipam::cache::InstanceCache;
+use ipam_host::ipam::node::CiliumNode;
+use ipam_host::ipam::reclaim::{release_round, ReleaseMemory};
+use ipam_host::ipam::release::{DO_NOT_RELEASE, MARKED_FOR_RELEASE, READY_FOR_RELEASE, RELEASED};
+use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
+use tokio::time::Instant;
+
+const DELAY: Duration = Duration::from_secs(30);
+
+/// A node on i-0001 with 8 addresses allocated, then told it needs only 2.
+async fn over_allocated() -> (
+    ipam_host::provider::WasmProvider,
+    InstanceCache,
+    MemoryNodeStore,
+) {
+    let cloud = mock(MOCK_SETTINGS).await;
+    let cache = InstanceCache::new();
+    cache.resync_all(&cloud).await.unwrap();
+    let store = MemoryNodeStore::new();
+    let mut node = CiliumNode {
+        name: "n1".into(),
+        ..Default::default()
+    };
+    node.spec.instance_id = "i-0001".into();
+    node.spec.ipam.pre_allocate = Some(8);
+    store.upsert(node).unwrap();
+    let settings = AllocationSettings {
+        cluster_name: "test".into(),
+        prefix_delegation: false,
+    };
+    allocate_node(&cloud, &cache, &store, &settings, "n1", 10)
+        .await
+        .unwrap();
+    store
+        .agent_update("n1", |n| n.spec.ipam.pre_allocate = Some(2))
+        .unwrap();
+    (cloud, cache, store)
+}
+
+async fn secondaries(cloud: &dyn CloudApi) -> usize {
+    cloud.get_instances(&["i-0001".into()]).await.unwrap()[0].interfaces[0]
+        .addresses
+        .len()
+}
+
+#[tokio::test]
+async fn only_addresses_the_agent_declared_ready_are_released() {
+    let (cloud, cache, store) = over_allocated().await;
+    let memory = ReleaseMemory::default();
+    let t0 = Instant::now();
+    let round = release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0)
+        .await
+        .unwrap();
+    assert!(
+        round.marked.is_empty(),
+        "nothing is marked before the delay"
+    );
+    let round = release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0 + DELAY)
+        .await
+        .unwrap();
+    assert_eq!(
+        round.marked.len(),
+        6,
+        "8 available, 0 used, pre-allocate 2: 6 excess"
+    );
+    let marked = store
+        .get("n1")
+        .await
+        .unwrap()
+        .unwrap()
+        .status
+        .ipam
+        .release_ips;
+    assert!(marked.values().all(|s| s == MARKED_FOR_RELEASE) && marked.len() == 6);
+
+    // The agent frees four and refuses two.
+    let ips: Vec<String> = marked.keys().cloned().collect();
+    let (ready, refused) = ips.split_at(4);
+    store
+        .agent_update("n1", |n| {
+            for ip in ready {
+                n.status
+                    .ipam
+                    .release_ips
+                    .insert(ip.clone(), READY_FOR_RELEASE.into());
+            }
+            for ip in refused {
+                n.status
+                    .ipam
+                    .release_ips
+                    .insert(ip.clone(), DO_NOT_RELEASE.into());
+            }
+        })
+        .unwrap();
+    let round = release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0 + DELAY * 2)
+        .await
+        .unwrap();
+    assert_eq!(round.released.len(), 4);
+    assert_eq!(
+        secondaries(&cloud).await,
+        4,
+        "only the four ready addresses left the cloud"
+    );
+    let node = store.get("n1").await.unwrap().unwrap();
+    for ip in ready {
+        assert_eq!(node.status.ipam.release_ips[ip], RELEASED);
+        assert!(
+            !node.spec.ipam.pool.contains_key(ip),
+            "released addresses leave the pool"
+        );
+    }
+    for ip in refused {
+        assert!(
+            !node.status.ipam.release_ips.contains_key(ip),
+            "refusals are cleared"
+        );
+        assert!(
+            node.spec.ipam.pool.contains_key(ip),
+            "refused addresses stay"
+        );
+    }
+}
+
+#[tokio::test]
+async fn marks_are_cancelled_when_demand_comes_back() {
+    let (cloud, cache, store) = over_allocated().await;
+    let memory = ReleaseMemory::default();
+    let t0 = Instant::now();
+    release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0)
+        .await
+        .unwrap();
+    let round = release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0 + DELAY)
+        .await
+        .unwrap();
+    assert_eq!(round.marked.len(), 6);
+    // One is ready already, then pods come back: pre-allocate 8 again.
+    let first = round.marked[0].clone();
+    store
+        .agent_update("n1", |n| {
+            n.status
+                .ipam
+                .release_ips
+                .insert(first.clone(), READY_FOR_RELEASE.into());
+            n.spec.ipam.pre_allocate = Some(8);
+        })
+        .unwrap();
+    let round = release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0 + DELAY * 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        round.unmarked.len(),
+        6,
+        "every mark is cancelled, the ready one too"
+    );
+    assert!(round.released.is_empty());
+    assert!(store
+        .get("n1")
+        .await
+        .unwrap()
+        .unwrap()
+        .status
+        .ipam
+        .release_ips
+        .is_empty());
+    assert_eq!(secondaries(&cloud).await, 8, "nothing left the cloud");
+}

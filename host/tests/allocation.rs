@@ -234,3 +234,80 @@ async fn a_restart_over_satisfied_nodes_changes_nothing_in_the_cloud() {
     );
     assert_eq!(w.cloud.get_subnets().await.unwrap(), subnets_before);
 }
+
+#[tokio::test]
+async fn faults_still_converge_without_leaks_or_duplicates() {
+    use ipam_host::cloud::Tag;
+    use ipam_host::limits::{LimitedCloud, LimitsConfig, RetryPolicy};
+
+    let settings = format!(
+        "{MOCK_SETTINGS}\nfaults:\n\
+         \x20 - {{operation: assign-ips, error: throttled, times: 2, retry-after-ms: 5}}\n\
+         \x20 - {{operation: get-instances, error: transient, after: 1, times: 1}}\n\
+         \x20 - {{operation: attach-interface, error: transient, times: 1}}\n"
+    );
+    let mut limits = LimitsConfig::aws();
+    limits.retry = RetryPolicy {
+        max_attempts: 4,
+        base: std::time::Duration::from_millis(1),
+        cap: std::time::Duration::from_millis(20),
+    };
+    let cloud = LimitedCloud::new(mock(&settings).await, limits);
+    let cache = InstanceCache::new();
+    cache.resync_all(&cloud).await.unwrap();
+    let store = MemoryNodeStore::new();
+    let settings = AllocationSettings {
+        cluster_name: "test".into(),
+        prefix_delegation: false,
+    };
+    store.upsert(node("n1", "i-0001", 8, 0)).unwrap();
+    store.upsert(node("n3", "i-0003", 5, 1)).unwrap();
+
+    for name in ["n1", "n3"] {
+        // A failed create is not retried (it may be half done): the next
+        // round picks the node up again, as the engine's loop would.
+        let mut satisfied = false;
+        for _ in 0..3 {
+            match allocate_node(&cloud, &cache, &store, &settings, name, 20).await {
+                Ok(steps) if steps.last() == Some(&Step::Satisfied) => {
+                    satisfied = true;
+                    break;
+                }
+                Ok(steps) => panic!("{name}: {steps:?}"),
+                Err(_) => continue,
+            }
+        }
+        assert!(satisfied, "{name} converged");
+    }
+    let owned = [Tag {
+        key: "ipam-operator/cluster".into(),
+        value: "test".into(),
+    }];
+    assert!(
+        cloud
+            .get_detached_interfaces(&owned)
+            .await
+            .unwrap()
+            .is_empty(),
+        "no leaked interface"
+    );
+    let mut addresses: Vec<String> = cloud
+        .get_instances(&[])
+        .await
+        .unwrap()
+        .into_iter()
+        .flat_map(|i| i.interfaces)
+        .flat_map(|e| std::iter::once(e.primary_ip).chain(e.addresses))
+        .collect();
+    let total = addresses.len();
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), total, "no address assigned twice");
+    let fresh = InstanceCache::new();
+    fresh.resync_all(&cloud).await.unwrap();
+    assert_eq!(
+        cache.snapshot(),
+        fresh.snapshot(),
+        "the cache matches the cloud"
+    );
+}

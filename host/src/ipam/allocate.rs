@@ -46,19 +46,6 @@ pub enum Step {
     Blocked(String),
 }
 
-fn tags(map: &BTreeMap<String, String>) -> Vec<Tag> {
-    map.iter()
-        .map(|(key, value)| Tag {
-            key: key.clone(),
-            value: value.clone(),
-        })
-        .collect()
-}
-
-fn first_interface_index(node: &CiliumNode) -> u32 {
-    node.spec.eni.first_interface_index.unwrap_or(0)
-}
-
 /// Every address of a delegated prefix (a /28 has no network or broadcast
 /// address to leave out).
 fn expand(prefix: &str) -> Vec<String> {
@@ -73,12 +60,12 @@ fn expand(prefix: &str) -> Vec<String> {
 /// spec.ipam.pool for a node: every address of its usable interfaces (the
 /// primary address with use-primary-address), each with its interface.
 pub fn pool_of(node: &CiliumNode, instance: &Instance) -> BTreeMap<String, AllocationIp> {
-    let exclude = tags(&node.spec.eni.exclude_interface_tags);
+    let exclude = node.exclude_interface_tags();
     let mut pool = BTreeMap::new();
     for eni in instance
         .interfaces
         .iter()
-        .filter(|i| select::usable(i, first_interface_index(node), &exclude))
+        .filter(|i| select::usable(i, node.first_interface_index(), &exclude))
     {
         let entry = || AllocationIp {
             owner: None,
@@ -139,12 +126,12 @@ pub async fn allocate_step(
 
     let snapshot = cache.snapshot();
     let subnets: Vec<_> = snapshot.subnets.values().cloned().collect();
-    let exclude = tags(&node.spec.eni.exclude_interface_tags);
+    let exclude = node.exclude_interface_tags();
     if let Some(choice) = select::interface_to_fill(
         &instance.interfaces,
         limits,
         &subnets,
-        first_interface_index(node),
+        node.first_interface_index(),
         &exclude,
     ) {
         let id = choice.interface.id.clone();
@@ -178,7 +165,7 @@ pub async fn allocate_step(
     }
     let Some(index) = select::next_free_index(
         &instance.interfaces,
-        first_interface_index(node).max(1),
+        node.first_interface_index().max(1),
         limits.max_interfaces,
     ) else {
         return Ok(Step::Blocked(format!(
@@ -186,7 +173,7 @@ pub async fn allocate_step(
         )));
     };
     let primary = instance.interfaces.iter().find(|i| i.index == 0);
-    let subnet_tags = tags(&node.spec.eni.subnet_tags);
+    let subnet_tags = node.subnet_tags();
     let capacity =
         select::interface_capacity(limits, use_prefixes, node.spec.eni.use_primary_address);
     let query = SubnetQuery {
@@ -207,7 +194,7 @@ pub async fn allocate_step(
         &groups,
         &instance.vpc_id,
         &node.spec.eni.security_groups,
-        &tags(&node.spec.eni.security_group_tags),
+        &node.security_group_tags(),
         primary,
     );
     let mut request = CreateInterfaceRequest {

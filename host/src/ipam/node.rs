@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::watermarks::Watermarks;
+use crate::cloud::Tag;
 
 /// Cilium's default `pre-allocate` for ENI and Azure IPAM.
 pub const DEFAULT_PRE_ALLOCATE: u32 = 8;
@@ -174,7 +175,33 @@ pub struct EniVpc {
     pub cidrs: Vec<String>,
 }
 
+fn tag_list(map: &BTreeMap<String, String>) -> Vec<Tag> {
+    map.iter()
+        .map(|(key, value)| Tag {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
 impl CiliumNode {
+    /// spec.eni.first-interface-index; Cilium's default is 0.
+    pub fn first_interface_index(&self) -> u32 {
+        self.spec.eni.first_interface_index.unwrap_or(0)
+    }
+
+    pub fn exclude_interface_tags(&self) -> Vec<Tag> {
+        tag_list(&self.spec.eni.exclude_interface_tags)
+    }
+
+    pub fn subnet_tags(&self) -> Vec<Tag> {
+        tag_list(&self.spec.eni.subnet_tags)
+    }
+
+    pub fn security_group_tags(&self) -> Vec<Tag> {
+        tag_list(&self.spec.eni.security_group_tags)
+    }
+
     /// The node's watermarks; pre-allocate defaults to Cilium's 8.
     pub fn watermarks(&self) -> Watermarks {
         let ipam = &self.spec.ipam;

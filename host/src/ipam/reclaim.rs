@@ -16,7 +16,7 @@ use super::release::{self, ReleaseInput, MARKED_FOR_RELEASE, RELEASED};
 use super::select;
 use super::store::{NodeStore, NodeUpdate};
 use super::watermarks;
-use crate::cloud::{CloudApi, Tag};
+use crate::cloud::CloudApi;
 
 /// What the operator remembers between rounds: when each node's candidates
 /// were first seen as excess.
@@ -39,17 +39,8 @@ fn excess_candidates(node: &CiliumNode, instance: &crate::cloud::Instance) -> BT
         available,
         u32::try_from(used.len()).unwrap_or(u32::MAX),
     );
-    let exclude: Vec<Tag> = node
-        .spec
-        .eni
-        .exclude_interface_tags
-        .iter()
-        .map(|(k, v)| Tag {
-            key: k.clone(),
-            value: v.clone(),
-        })
-        .collect();
-    let first = node.spec.eni.first_interface_index.unwrap_or(0);
+    let exclude = node.exclude_interface_tags();
+    let first = node.first_interface_index();
     select::addresses_to_release(&instance.interfaces, &used, excess, first, &exclude)
         .map(|choice| choice.addresses.into_iter().collect())
         .unwrap_or_default()

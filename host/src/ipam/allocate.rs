@@ -18,6 +18,18 @@ use crate::cloud::{
     CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, ProviderError, Tag,
 };
 
+/// Tag keys on every interface the operator creates.
+pub const CLUSTER_TAG: &str = "ipam-operator/cluster";
+pub const NODE_TAG: &str = "ipam-operator/node";
+/// Unix seconds; leaked-interface GC reads it for the interface's age.
+pub const CREATED_AT_TAG: &str = "ipam-operator/created-at";
+
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// Engine-wide settings of allocation.
 #[derive(Debug, Clone)]
 pub struct AllocationSettings {
@@ -205,12 +217,16 @@ pub async fn allocate_step(
         description: format!("ipam-operator: {} on {}", settings.cluster_name, node.name),
         tags: vec![
             Tag {
-                key: "ipam-operator/cluster".into(),
+                key: CLUSTER_TAG.into(),
                 value: settings.cluster_name.clone(),
             },
             Tag {
-                key: "ipam-operator/node".into(),
+                key: NODE_TAG.into(),
                 value: node.name.clone(),
+            },
+            Tag {
+                key: CREATED_AT_TAG.into(),
+                value: unix_now().to_string(),
             },
         ],
         delete_on_termination: node.spec.eni.delete_on_termination.unwrap_or(true),

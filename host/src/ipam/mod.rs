@@ -6,6 +6,7 @@
 
 pub mod allocate;
 pub mod cache;
+pub mod gc;
 pub mod node;
 pub mod reclaim;
 pub mod release;

@@ -1,0 +1,87 @@
+//! Leaked-interface GC: interfaces this cluster's operator created (by the
+//! cluster tag) that are detached and older than a grace period are deleted,
+//! but only when two rounds in a row see them so, since a create in flight
+//! (created, not yet attached) looks the same for a moment.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use super::allocate::{CLUSTER_TAG, CREATED_AT_TAG};
+use crate::cloud::{CloudApi, CloudError, NetworkInterface, Tag};
+
+pub struct LeakCollector {
+    cluster_name: String,
+    grace_seconds: u64,
+    /// Seen leaked in the previous round.
+    suspects: Mutex<BTreeSet<String>>,
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcRound {
+    /// Seen for the first time: deleted next round if still leaked.
+    pub suspected: Vec<String>,
+    pub deleted: Vec<String>,
+}
+
+impl LeakCollector {
+    pub fn new(cluster_name: impl Into<String>, grace_seconds: u64) -> Self {
+        Self {
+            cluster_name: cluster_name.into(),
+            grace_seconds,
+            suspects: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Old enough to be a leak: created-at past the grace period. An
+    /// interface without a readable created-at is aged by the two rounds only.
+    fn old_enough(&self, interface: &NetworkInterface, now: u64) -> bool {
+        interface
+            .tags
+            .iter()
+            .find(|t| t.key == CREATED_AT_TAG)
+            .and_then(|t| t.value.parse::<u64>().ok())
+            .is_none_or(|created| now.saturating_sub(created) >= self.grace_seconds)
+    }
+
+    /// One round at `now` (unix seconds). Needs the delete-interface capability.
+    pub async fn round(&self, cloud: &dyn CloudApi, now: u64) -> Result<GcRound, CloudError> {
+        if !cloud.info().capabilities.delete_interface {
+            return Ok(GcRound::default());
+        }
+        let ours = [Tag {
+            key: CLUSTER_TAG.into(),
+            value: self.cluster_name.clone(),
+        }];
+        let leaked: BTreeSet<String> = cloud
+            .get_detached_interfaces(&ours)
+            .await?
+            .into_iter()
+            .filter(|i| i.instance_id.is_none() && self.old_enough(i, now))
+            .map(|i| i.id)
+            .collect();
+        let previous =
+            std::mem::take(&mut *self.suspects.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut round = GcRound::default();
+        let mut still_suspected = BTreeSet::new();
+        for id in leaked {
+            if previous.contains(&id) {
+                match cloud.delete_interface(&id).await {
+                    Ok(()) => {
+                        tracing::info!(interface = %id, "deleted leaked interface");
+                        round.deleted.push(id);
+                    }
+                    Err(error) => {
+                        tracing::warn!(interface = %id, %error, "could not delete leaked interface; retrying next round");
+                        still_suspected.insert(id);
+                    }
+                }
+            } else {
+                round.suspected.push(id.clone());
+                still_suspected.insert(id);
+            }
+        }
+        *self.suspects.lock().unwrap_or_else(|p| p.into_inner()) = still_suspected;
+        Ok(round)
+    }
+}

@@ -1,0 +1,117 @@
+//! Leaked-interface GC through the mock: a create whose attach failed and
+//! leaked its interface is cleaned up on the second sighting; another
+//! cluster's interfaces and young ones are left alone.
+
+mod common;
+
+use common::{mock, MOCK_SETTINGS};
+use ipam_host::cloud::{CloudApi, CreateInterfaceRequest, Tag};
+use ipam_host::ipam::allocate::{allocate_node, unix_now, AllocationSettings, Step, CLUSTER_TAG};
+use ipam_host::ipam::cache::InstanceCache;
+use ipam_host::ipam::gc::LeakCollector;
+use ipam_host::ipam::node::CiliumNode;
+use ipam_host::ipam::store::MemoryNodeStore;
+
+fn cluster(name: &str) -> Vec<Tag> {
+    vec![Tag {
+        key: CLUSTER_TAG.into(),
+        value: name.into(),
+    }]
+}
+
+#[tokio::test]
+async fn leaked_interfaces_are_deleted_on_the_second_round_only_if_ours_and_old() {
+    // The first two attaches fail and leave their interface detached.
+    let settings = format!("{MOCK_SETTINGS}\nfaults:\n  - {{operation: attach-interface, error: transient, times: 2, leak: true}}\n");
+    let cloud = mock(&settings).await;
+    let foreign = CreateInterfaceRequest {
+        instance_id: "i-0002".into(),
+        index: 1,
+        subnet_id: "subnet-a1".into(),
+        security_groups: Vec::new(),
+        description: "another cluster's".into(),
+        tags: cluster("other"),
+        delete_on_termination: true,
+        ipv4_count: 0,
+        use_prefixes: false,
+    };
+    assert!(cloud.create_interface(&foreign).await.is_err());
+
+    let cache = InstanceCache::new();
+    cache.resync_all(&cloud).await.unwrap();
+    let store = MemoryNodeStore::new();
+    let mut node = CiliumNode {
+        name: "n3".into(),
+        ..Default::default()
+    };
+    node.spec.instance_id = "i-0003".into();
+    node.spec.ipam.pre_allocate = Some(3);
+    node.spec.eni.first_interface_index = Some(1);
+    store.upsert(node).unwrap();
+    let settings = AllocationSettings {
+        cluster_name: "test".into(),
+        prefix_delegation: false,
+    };
+    assert!(
+        allocate_node(&cloud, &cache, &store, &settings, "n3", 10)
+            .await
+            .is_err(),
+        "the attach fails"
+    );
+    let steps = allocate_node(&cloud, &cache, &store, &settings, "n3", 10)
+        .await
+        .unwrap();
+    assert_eq!(steps.last(), Some(&Step::Satisfied));
+    assert_eq!(
+        cloud
+            .get_detached_interfaces(&cluster("test"))
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "one leak of ours"
+    );
+
+    // Too young for a one-hour grace period.
+    let patient = LeakCollector::new("test", 3600);
+    assert_eq!(
+        patient
+            .round(&cloud, unix_now())
+            .await
+            .unwrap()
+            .suspected
+            .len(),
+        0
+    );
+
+    let collector = LeakCollector::new("test", 60);
+    let later = unix_now() + 120;
+    let first = collector.round(&cloud, later).await.unwrap();
+    assert_eq!(
+        (first.suspected.len(), first.deleted.len()),
+        (1, 0),
+        "first sighting: suspected only"
+    );
+    let second = collector.round(&cloud, later + 60).await.unwrap();
+    assert_eq!(second.deleted, first.suspected, "second sighting: deleted");
+    assert!(cloud
+        .get_detached_interfaces(&cluster("test"))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        cloud
+            .get_detached_interfaces(&cluster("other"))
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "not ours: kept"
+    );
+    let attached = &cloud.get_instances(&["i-0003".into()]).await.unwrap()[0].interfaces;
+    assert_eq!(
+        attached.len(),
+        2,
+        "the node's attached interface is untouched"
+    );
+}

@@ -5,7 +5,7 @@ mod common;
 
 use common::{mock, MOCK_SETTINGS};
 use ipam_host::cloud::CloudApi;
-use ipam_host::ipam::allocate::{allocate_node, AllocationSettings, Step};
+use ipam_host::ipam::allocate::{allocate_node, AllocationSettings, Step, NODE_TAG};
 use ipam_host::ipam::cache::InstanceCache;
 use ipam_host::ipam::node::{AllocationIp, CiliumNode};
 use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
@@ -143,7 +143,7 @@ async fn a_full_interface_leads_to_a_new_one_until_the_instance_is_full() {
         interfaces[1]
             .tags
             .iter()
-            .any(|t| t.key == "ipam-operator/node" && t.value == "n3"),
+            .any(|t| t.key == NODE_TAG && t.value == "n3"),
         "ownership tags"
     );
 }

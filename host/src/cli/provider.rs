@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use ipam_host::conformance;
 use ipam_host::provider::credentials::{Credentials, StaticCredentials};
 use ipam_host::provider::{
-    resolve_module, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig,
+    self, resolve_module, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig,
 };
 
 /// The mock provider's default cloud, used when `mock` runs without --config.
@@ -59,9 +59,7 @@ pub struct RunArgs {
 
 /// Read a YAML or JSON document and give it as JSON text.
 fn settings_json(text: &str, origin: &str) -> anyhow::Result<String> {
-    let value: serde_json::Value =
-        serde_yaml::from_str(text).with_context(|| format!("{origin}: not YAML or JSON"))?;
-    Ok(value.to_string())
+    provider::settings_json(text).with_context(|| format!("{origin}: not YAML or JSON"))
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {

@@ -136,8 +136,7 @@ pub async fn allocate_step(
         && cloud.info().capabilities.prefixes
         && !node.spec.eni.disable_prefix_delegation;
 
-    let snapshot = cache.snapshot();
-    let subnets: Vec<_> = snapshot.subnets.values().cloned().collect();
+    let subnets = cache.subnets();
     let exclude = node.exclude_interface_tags();
     if let Some(choice) = select::interface_to_fill(
         &instance.interfaces,
@@ -201,7 +200,7 @@ pub async fn allocate_step(
             "no subnet in the node's VPC and zone has free addresses".into(),
         ));
     };
-    let groups: Vec<_> = snapshot.security_groups.values().cloned().collect();
+    let groups = cache.security_groups();
     let security_groups = select::security_groups_for_interface(
         &groups,
         &instance.vpc_id,

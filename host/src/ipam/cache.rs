@@ -61,6 +61,24 @@ impl InstanceCache {
             .clone()
     }
 
+    pub fn subnets(&self) -> Vec<Subnet> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .subnets
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub fn security_groups(&self) -> Vec<SecurityGroup> {
+        let snapshot = self
+            .snapshot
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        snapshot.security_groups.values().cloned().collect()
+    }
+
     pub fn instance(&self, id: &str) -> Option<Instance> {
         self.snapshot
             .read()

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::allocate::{pool_of, AllocateError};
 use super::cache::InstanceCache;
-use super::node::CiliumNode;
+use super::node::{AllocationIp, CiliumNode};
 use super::release::{self, ReleaseInput, MARKED_FOR_RELEASE, RELEASED};
 use super::select;
 use super::store::{NodeStore, NodeUpdate};
@@ -31,8 +31,12 @@ pub struct ReleaseRound {
     pub released: Vec<String>,
 }
 
-fn excess_candidates(node: &CiliumNode, instance: &crate::cloud::Instance) -> BTreeSet<String> {
-    let available = u32::try_from(pool_of(node, instance).len()).unwrap_or(u32::MAX);
+fn excess_candidates(
+    node: &CiliumNode,
+    instance: &crate::cloud::Instance,
+    pool: &BTreeMap<String, AllocationIp>,
+) -> BTreeSet<String> {
+    let available = u32::try_from(pool.len()).unwrap_or(u32::MAX);
     let used: BTreeSet<String> = node.status.ipam.used.keys().cloned().collect();
     let excess = watermarks::excess(
         node.watermarks(),
@@ -63,8 +67,9 @@ pub async fn release_round(
     let Some(instance) = cache.instance(&node.spec.instance_id) else {
         return Ok(ReleaseRound::default());
     };
+    let pool = pool_of(&node, &instance);
     let candidates = if cloud.info().capabilities.release {
-        excess_candidates(&node, &instance)
+        excess_candidates(&node, &instance, &pool)
     } else {
         BTreeSet::new()
     };
@@ -94,7 +99,6 @@ pub async fn release_round(
         update.release_ips.insert(ip.clone(), None);
     }
     // Unassign what the agent released, one call per interface.
-    let pool = pool_of(&node, &instance);
     let mut by_interface: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for ip in &step.unassign {
         if let Some(interface) = pool.get(ip).and_then(|entry| entry.resource.clone()) {

@@ -134,9 +134,12 @@ impl<C: CloudApi> LimitedCloud<C> {
     /// Reserve this operation's tokens; how long to wait before calling.
     fn reserve(&self, operation: &str) -> Duration {
         let now = Instant::now();
-        let Ok(mut buckets) = self.buckets.lock() else {
-            return Duration::ZERO;
-        };
+        // A poisoned lock still holds valid buckets (updates are single
+        // assignments); never let it switch rate limiting off.
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         cost(operation)
             .iter()
             .map(|(kind, tokens)| {

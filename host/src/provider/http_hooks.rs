@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::egress::{EgressError, EgressPolicy, Origin};
-use super::pinned_send;
+use super::pinned_send::{self, ConnectionTask};
 use super::resolve::Resolver;
 
 /// Denials seen during the current call, shared between the hook (which runs
@@ -41,17 +41,14 @@ pub struct EgressHooks {
     pub denials: DenialLog,
 }
 
-type SendResult = wasmtime_wasi_http::Result<(
-    http::Response<WasiBody>,
-    Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
-)>;
+type SendResult = wasmtime_wasi_http::Result<(http::Response<WasiBody>, ConnectionTask)>;
 
 impl WasiHttpHooks for EgressHooks {
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
-        fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+        fut: ConnectionTask,
     ) -> Box<dyn Future<Output = SendResult> + Send> {
         drop(fut);
         let policy = self.policy.clone();
@@ -73,9 +70,7 @@ impl WasiHttpHooks for EgressHooks {
                     return Err(wasmtime_wasi_http::Error::HttpRequestDenied);
                 }
             };
-            let (response, connection) =
-                pinned_send::send(request, &origin, &addresses, options).await?;
-            Ok((response, connection))
+            pinned_send::send(request, &origin, &addresses, options).await
         })
     }
 }

@@ -22,6 +22,12 @@ pub use runtime::{
 };
 pub use wasm_provider::WasmProvider;
 
+/// Provider settings as providers receive them: a YAML or JSON document
+/// (what an operator writes in a ConfigMap) turned into JSON text.
+pub fn settings_json(text: &str) -> Result<String, serde_yaml::Error> {
+    Ok(serde_yaml::from_str::<serde_json::Value>(text)?.to_string())
+}
+
 /// Where `cargo xtask providers` puts the components it builds:
 /// `$IPAM_COMPONENTS_DIR`, else `target/components` in this source tree.
 pub fn components_dir() -> PathBuf {

@@ -213,18 +213,6 @@ impl ProviderRuntime {
         let info = module.info.clone();
         Ok((info, WasmProvider::describe(self, module).await?))
     }
-
-    pub async fn load_file(
-        &self,
-        path: &std::path::Path,
-        config: ProviderConfig,
-    ) -> Result<WasmProvider, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        self.load(&bytes, config).await
-    }
 }
 
 /// Advance the engine's epoch every `tick` until the engine is dropped.

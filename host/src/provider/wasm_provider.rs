@@ -114,7 +114,7 @@ impl WasmProvider {
             EgressPolicy::default(),
             ProviderConfig::new(""),
         );
-        Ok(provider.instantiate(false).await?.1)
+        Ok(provider.instantiate("load").await?.1)
     }
 
     pub(super) async fn start(
@@ -124,7 +124,7 @@ impl WasmProvider {
         config: ProviderConfig,
     ) -> Result<Self, CloudError> {
         let mut provider = Self::unstarted(runtime, module, egress, config);
-        let (mut live, info) = provider.instantiate(false).await?;
+        let (mut live, info) = provider.instantiate("load").await?;
         provider.name = Arc::from(info.name.as_str());
         live.store.data_mut().rename(provider.name.clone());
         provider.configure(&mut live).await?;
@@ -184,13 +184,16 @@ impl WasmProvider {
     }
 
     async fn fresh_instance(&self) -> Result<Live, CloudError> {
-        let (mut live, _) = self.instantiate(true).await?;
+        let (mut live, _) = self.instantiate("instantiate").await?;
         self.configure(&mut live).await?;
         Ok(live)
     }
 
     /// Instantiate from the InstancePre and read the provider's info.
-    async fn instantiate(&self, named: bool) -> Result<(Live, ProviderInfo), CloudError> {
+    async fn instantiate(
+        &self,
+        operation: &'static str,
+    ) -> Result<(Live, ProviderInfo), CloudError> {
         let hooks = EgressHooks {
             policy: self.egress.clone(),
             resolver: self.resolver.clone(),
@@ -205,7 +208,6 @@ impl WasmProvider {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.memory);
         store.set_epoch_deadline(self.epoch_ticks);
-        let operation = if named { "instantiate" } else { "load" };
         let work = async {
             let bindings = self.pre.instantiate_async(&mut store).await?;
             let info = bindings

@@ -50,9 +50,7 @@ pub const MOCK_SETTINGS: &str = include_str!("../../../providers/mock/default-se
 
 /// Provider settings from YAML, as JSON text (what providers receive).
 pub fn json(yaml: &str) -> String {
-    serde_yaml::from_str::<serde_json::Value>(yaml)
-        .expect("test settings are YAML")
-        .to_string()
+    ipam_host::provider::settings_json(yaml).expect("test settings are YAML")
 }
 
 pub async fn mock(settings_yaml: &str) -> WasmProvider {

@@ -181,7 +181,52 @@ pub enum CloudError {
     },
 }
 
+/// Every value [`CloudError::response_code`] (or a success, `ok`) can take.
+pub const RESPONSE_CODES: &[&str] = &[
+    "ok",
+    "throttled",
+    "not-found",
+    "interface-limit",
+    "address-limit",
+    "subnet-full",
+    "insufficient-prefixes",
+    "conflict",
+    "invalid-argument",
+    "unauthorized",
+    "transient",
+    "other",
+    "trap",
+    "timeout",
+    "memory-limit",
+    "egress-denied",
+    "host",
+];
+
 impl CloudError {
+    /// A short label for metrics: the WIT error case, or what the host did.
+    pub fn response_code(&self) -> &'static str {
+        match self {
+            CloudError::Provider { error, .. } => match error {
+                ProviderError::Throttled(_) => "throttled",
+                ProviderError::NotFound(_) => "not-found",
+                ProviderError::InterfaceLimit(_) => "interface-limit",
+                ProviderError::AddressLimit(_) => "address-limit",
+                ProviderError::SubnetFull(_) => "subnet-full",
+                ProviderError::InsufficientPrefixes(_) => "insufficient-prefixes",
+                ProviderError::Conflict(_) => "conflict",
+                ProviderError::InvalidArgument(_) => "invalid-argument",
+                ProviderError::Unauthorized(_) => "unauthorized",
+                ProviderError::Transient(_) => "transient",
+                ProviderError::Other(_) => "other",
+            },
+            CloudError::Trap { .. } => "trap",
+            CloudError::Timeout { .. } => "timeout",
+            CloudError::MemoryLimit { .. } => "memory-limit",
+            CloudError::EgressDenied { .. } => "egress-denied",
+            CloudError::Host { .. } => "host",
+        }
+    }
+
     /// The provider's typed error, when that is what this is.
     pub fn provider_error(&self) -> Option<&ProviderError> {
         match self {

@@ -6,4 +6,5 @@ pub mod cloud;
 pub mod conformance;
 pub mod ipam;
 pub mod limits;
+pub mod metrics;
 pub mod provider;

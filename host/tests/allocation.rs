@@ -3,34 +3,40 @@
 
 mod common;
 
-use common::{mock, MOCK_SETTINGS};
+use std::sync::Arc;
+
+use common::{engine_settings, maintainer, mock, MOCK_SETTINGS};
 use ipam_host::cloud::CloudApi;
-use ipam_host::ipam::allocate::{allocate_node, AllocationSettings, Step, NODE_TAG};
+use ipam_host::ipam::allocate::{Step, NODE_TAG};
 use ipam_host::ipam::cache::InstanceCache;
+use ipam_host::ipam::maintain::Maintainer;
 use ipam_host::ipam::node::{AllocationIp, CiliumNode};
 use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
 use ipam_host::provider::WasmProvider;
 
 struct World {
-    cloud: WasmProvider,
-    cache: InstanceCache,
-    store: MemoryNodeStore,
-    settings: AllocationSettings,
+    cloud: Arc<WasmProvider>,
+    cache: Arc<InstanceCache>,
+    store: Arc<MemoryNodeStore>,
+    engine: Maintainer,
 }
 
 async fn world(settings_yaml: &str, prefix_delegation: bool) -> World {
-    let cloud = mock(settings_yaml).await;
-    let cache = InstanceCache::new();
-    cache.resync_all(&cloud).await.unwrap();
-    let settings = AllocationSettings {
-        cluster_name: "test".into(),
-        prefix_delegation,
-    };
+    let cloud = Arc::new(mock(settings_yaml).await);
+    let cache = Arc::new(InstanceCache::new());
+    cache.resync_all(cloud.as_ref()).await.unwrap();
+    let store = Arc::new(MemoryNodeStore::new());
+    let engine = maintainer(
+        cloud.clone(),
+        cache.clone(),
+        store.clone(),
+        engine_settings(prefix_delegation),
+    );
     World {
         cloud,
         cache,
-        store: MemoryNodeStore::new(),
-        settings,
+        store,
+        engine,
     }
 }
 
@@ -47,16 +53,7 @@ fn node(name: &str, instance: &str, pre: u32, first_interface_index: u32) -> Cil
 
 impl World {
     async fn allocate(&self, name: &str) -> Vec<Step> {
-        allocate_node(
-            &self.cloud,
-            &self.cache,
-            &self.store,
-            &self.settings,
-            name,
-            20,
-        )
-        .await
-        .unwrap()
+        self.engine.allocate(name, 0).await.unwrap()
     }
 
     async fn node(&self, name: &str) -> CiliumNode {
@@ -106,7 +103,7 @@ async fn a_node_converges_to_its_watermark_and_follows_its_use() {
     assert!(n1.spec.ipam.pool.len() - n1.status.ipam.used.len() >= 8);
     // The cache never drifted from the cloud.
     let fresh = InstanceCache::new();
-    fresh.resync_all(&w.cloud).await.unwrap();
+    fresh.resync_all(w.cloud.as_ref()).await.unwrap();
     assert_eq!(w.cache.snapshot(), fresh.snapshot());
 }
 
@@ -219,12 +216,16 @@ async fn a_restart_over_satisfied_nodes_changes_nothing_in_the_cloud() {
     let subnets_before = w.cloud.get_subnets().await.unwrap();
 
     // A new engine: empty cache, same cloud and nodes.
-    let restarted = InstanceCache::new();
-    restarted.resync_all(&w.cloud).await.unwrap();
+    let restarted = Arc::new(InstanceCache::new());
+    restarted.resync_all(w.cloud.as_ref()).await.unwrap();
+    let engine = maintainer(
+        w.cloud.clone(),
+        restarted,
+        w.store.clone(),
+        engine_settings(false),
+    );
     for name in ["n1", "n3"] {
-        let steps = allocate_node(&w.cloud, &restarted, &w.store, &w.settings, name, 20)
-            .await
-            .unwrap();
+        let steps = engine.allocate(name, 0).await.unwrap();
         assert_eq!(steps, vec![Step::Satisfied], "{name}");
     }
     assert_eq!(
@@ -252,14 +253,16 @@ async fn faults_still_converge_without_leaks_or_duplicates() {
         base: std::time::Duration::from_millis(1),
         cap: std::time::Duration::from_millis(20),
     };
-    let cloud = LimitedCloud::new(mock(&settings).await, limits);
-    let cache = InstanceCache::new();
-    cache.resync_all(&cloud).await.unwrap();
-    let store = MemoryNodeStore::new();
-    let settings = AllocationSettings {
-        cluster_name: "test".into(),
-        prefix_delegation: false,
-    };
+    let cloud = Arc::new(LimitedCloud::new(mock(&settings).await, limits));
+    let cache = Arc::new(InstanceCache::new());
+    cache.resync_all(cloud.as_ref()).await.unwrap();
+    let store = Arc::new(MemoryNodeStore::new());
+    let engine = maintainer(
+        cloud.clone(),
+        cache.clone(),
+        store.clone(),
+        engine_settings(false),
+    );
     store.upsert(node("n1", "i-0001", 8, 0)).unwrap();
     store.upsert(node("n3", "i-0003", 5, 1)).unwrap();
 
@@ -268,7 +271,7 @@ async fn faults_still_converge_without_leaks_or_duplicates() {
         // round picks the node up again, as the engine's loop would.
         let mut satisfied = false;
         for _ in 0..3 {
-            match allocate_node(&cloud, &cache, &store, &settings, name, 20).await {
+            match engine.allocate(name, 0).await {
                 Ok(steps) if steps.last() == Some(&Step::Satisfied) => {
                     satisfied = true;
                     break;
@@ -304,7 +307,7 @@ async fn faults_still_converge_without_leaks_or_duplicates() {
     addresses.dedup();
     assert_eq!(addresses.len(), total, "no address assigned twice");
     let fresh = InstanceCache::new();
-    fresh.resync_all(&cloud).await.unwrap();
+    fresh.resync_all(cloud.as_ref()).await.unwrap();
     assert_eq!(
         cache.snapshot(),
         fresh.snapshot(),

@@ -4,9 +4,11 @@
 
 mod common;
 
-use common::{mock, MOCK_SETTINGS};
+use std::sync::Arc;
+
+use common::{engine_settings, maintainer, mock, MOCK_SETTINGS};
 use ipam_host::cloud::{CloudApi, CreateInterfaceRequest, Tag};
-use ipam_host::ipam::allocate::{allocate_node, unix_now, AllocationSettings, Step, CLUSTER_TAG};
+use ipam_host::ipam::allocate::{unix_now, Step, CLUSTER_TAG};
 use ipam_host::ipam::cache::InstanceCache;
 use ipam_host::ipam::gc::LeakCollector;
 use ipam_host::ipam::node::CiliumNode;
@@ -23,7 +25,7 @@ fn cluster(name: &str) -> Vec<Tag> {
 async fn leaked_interfaces_are_deleted_on_the_second_round_only_if_ours_and_old() {
     // The first two attaches fail and leave their interface detached.
     let settings = format!("{MOCK_SETTINGS}\nfaults:\n  - {{operation: attach-interface, error: transient, times: 2, leak: true}}\n");
-    let cloud = mock(&settings).await;
+    let cloud = Arc::new(mock(&settings).await);
     let foreign = CreateInterfaceRequest {
         instance_id: "i-0002".into(),
         index: 1,
@@ -37,9 +39,9 @@ async fn leaked_interfaces_are_deleted_on_the_second_round_only_if_ours_and_old(
     };
     assert!(cloud.create_interface(&foreign).await.is_err());
 
-    let cache = InstanceCache::new();
-    cache.resync_all(&cloud).await.unwrap();
-    let store = MemoryNodeStore::new();
+    let cache = Arc::new(InstanceCache::new());
+    cache.resync_all(cloud.as_ref()).await.unwrap();
+    let store = Arc::new(MemoryNodeStore::new());
     let mut node = CiliumNode {
         name: "n3".into(),
         ..Default::default()
@@ -48,19 +50,9 @@ async fn leaked_interfaces_are_deleted_on_the_second_round_only_if_ours_and_old(
     node.spec.ipam.pre_allocate = Some(3);
     node.spec.eni.first_interface_index = Some(1);
     store.upsert(node).unwrap();
-    let settings = AllocationSettings {
-        cluster_name: "test".into(),
-        prefix_delegation: false,
-    };
-    assert!(
-        allocate_node(&cloud, &cache, &store, &settings, "n3", 10)
-            .await
-            .is_err(),
-        "the attach fails"
-    );
-    let steps = allocate_node(&cloud, &cache, &store, &settings, "n3", 10)
-        .await
-        .unwrap();
+    let engine = maintainer(cloud.clone(), cache, store, engine_settings(false));
+    assert!(engine.allocate("n3", 0).await.is_err(), "the attach fails");
+    let steps = engine.allocate("n3", 0).await.unwrap();
     assert_eq!(steps.last(), Some(&Step::Satisfied));
     assert_eq!(
         cloud
@@ -76,7 +68,7 @@ async fn leaked_interfaces_are_deleted_on_the_second_round_only_if_ours_and_old(
     let patient = LeakCollector::new("test", 3600);
     assert_eq!(
         patient
-            .round(&cloud, unix_now())
+            .round(cloud.as_ref(), unix_now())
             .await
             .unwrap()
             .suspected
@@ -86,13 +78,13 @@ async fn leaked_interfaces_are_deleted_on_the_second_round_only_if_ours_and_old(
 
     let collector = LeakCollector::new("test", 60);
     let later = unix_now() + 120;
-    let first = collector.round(&cloud, later).await.unwrap();
+    let first = collector.round(cloud.as_ref(), later).await.unwrap();
     assert_eq!(
         (first.suspected.len(), first.deleted.len()),
         (1, 0),
         "first sighting: suspected only"
     );
-    let second = collector.round(&cloud, later + 60).await.unwrap();
+    let second = collector.round(cloud.as_ref(), later + 60).await.unwrap();
     assert_eq!(second.deleted, first.suspected, "second sighting: deleted");
     assert!(cloud
         .get_detached_interfaces(&cluster("test"))

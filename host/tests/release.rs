@@ -6,12 +6,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{mock, MOCK_SETTINGS};
+use std::sync::Arc;
+
+use common::{engine_settings, maintainer, mock, MOCK_SETTINGS};
 use ipam_host::cloud::CloudApi;
-use ipam_host::ipam::allocate::{allocate_node, AllocationSettings};
 use ipam_host::ipam::cache::InstanceCache;
+use ipam_host::ipam::maintain::Maintainer;
 use ipam_host::ipam::node::CiliumNode;
-use ipam_host::ipam::reclaim::{release_round, ReleaseMemory};
 use ipam_host::ipam::release::{DO_NOT_RELEASE, MARKED_FOR_RELEASE, READY_FOR_RELEASE, RELEASED};
 use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
 use tokio::time::Instant;
@@ -20,14 +21,14 @@ const DELAY: Duration = Duration::from_secs(30);
 
 /// A node on i-0001 with 8 addresses allocated, then told it needs only 2.
 async fn over_allocated() -> (
-    ipam_host::provider::WasmProvider,
-    InstanceCache,
-    MemoryNodeStore,
+    Arc<ipam_host::provider::WasmProvider>,
+    Maintainer,
+    Arc<MemoryNodeStore>,
 ) {
-    let cloud = mock(MOCK_SETTINGS).await;
-    let cache = InstanceCache::new();
-    cache.resync_all(&cloud).await.unwrap();
-    let store = MemoryNodeStore::new();
+    let cloud = Arc::new(mock(MOCK_SETTINGS).await);
+    let cache = Arc::new(InstanceCache::new());
+    cache.resync_all(cloud.as_ref()).await.unwrap();
+    let store = Arc::new(MemoryNodeStore::new());
     let mut node = CiliumNode {
         name: "n1".into(),
         ..Default::default()
@@ -35,17 +36,14 @@ async fn over_allocated() -> (
     node.spec.instance_id = "i-0001".into();
     node.spec.ipam.pre_allocate = Some(8);
     store.upsert(node).unwrap();
-    let settings = AllocationSettings {
-        cluster_name: "test".into(),
-        prefix_delegation: false,
-    };
-    allocate_node(&cloud, &cache, &store, &settings, "n1", 10)
-        .await
-        .unwrap();
+    let mut settings = engine_settings(false);
+    settings.release_delay = DELAY;
+    let engine = maintainer(cloud.clone(), cache, store.clone(), settings);
+    engine.allocate("n1", 0).await.unwrap();
     store
         .agent_update("n1", |n| n.spec.ipam.pre_allocate = Some(2))
         .unwrap();
-    (cloud, cache, store)
+    (cloud, engine, store)
 }
 
 async fn secondaries(cloud: &dyn CloudApi) -> usize {
@@ -56,19 +54,14 @@ async fn secondaries(cloud: &dyn CloudApi) -> usize {
 
 #[tokio::test]
 async fn only_addresses_the_agent_declared_ready_are_released() {
-    let (cloud, cache, store) = over_allocated().await;
-    let memory = ReleaseMemory::default();
+    let (cloud, engine, store) = over_allocated().await;
     let t0 = Instant::now();
-    let round = release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0)
-        .await
-        .unwrap();
+    let round = engine.release("n1", t0).await.unwrap();
     assert!(
         round.marked.is_empty(),
         "nothing is marked before the delay"
     );
-    let round = release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0 + DELAY)
-        .await
-        .unwrap();
+    let round = engine.release("n1", t0 + DELAY).await.unwrap();
     assert_eq!(
         round.marked.len(),
         6,
@@ -103,12 +96,10 @@ async fn only_addresses_the_agent_declared_ready_are_released() {
             }
         })
         .unwrap();
-    let round = release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0 + DELAY * 2)
-        .await
-        .unwrap();
+    let round = engine.release("n1", t0 + DELAY * 2).await.unwrap();
     assert_eq!(round.released.len(), 4);
     assert_eq!(
-        secondaries(&cloud).await,
+        secondaries(cloud.as_ref()).await,
         4,
         "only the four ready addresses left the cloud"
     );
@@ -134,15 +125,10 @@ async fn only_addresses_the_agent_declared_ready_are_released() {
 
 #[tokio::test]
 async fn marks_are_cancelled_when_demand_comes_back() {
-    let (cloud, cache, store) = over_allocated().await;
-    let memory = ReleaseMemory::default();
+    let (cloud, engine, store) = over_allocated().await;
     let t0 = Instant::now();
-    release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0)
-        .await
-        .unwrap();
-    let round = release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0 + DELAY)
-        .await
-        .unwrap();
+    engine.release("n1", t0).await.unwrap();
+    let round = engine.release("n1", t0 + DELAY).await.unwrap();
     assert_eq!(round.marked.len(), 6);
     // One is ready already, then pods come back: pre-allocate 8 again.
     let first = round.marked[0].clone();
@@ -155,9 +141,7 @@ async fn marks_are_cancelled_when_demand_comes_back() {
             n.spec.ipam.pre_allocate = Some(8);
         })
         .unwrap();
-    let round = release_round(&cloud, &cache, &store, &memory, DELAY, "n1", t0 + DELAY * 2)
-        .await
-        .unwrap();
+    let round = engine.release("n1", t0 + DELAY * 2).await.unwrap();
     assert_eq!(
         round.unmarked.len(),
         6,
@@ -173,5 +157,9 @@ async fn marks_are_cancelled_when_demand_comes_back() {
         .ipam
         .release_ips
         .is_empty());
-    assert_eq!(secondaries(&cloud).await, 8, "nothing left the cloud");
+    assert_eq!(
+        secondaries(cloud.as_ref()).await,
+        8,
+        "nothing left the cloud"
+    );
 }

@@ -4,15 +4,12 @@
 //! prefixes fall back to /32 addresses when the subnet has no free /28.
 //! Every cloud result goes into the [`InstanceCache`]; nothing is resynced.
 
-use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
-
-use ipnet::Ipv4Net;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::cache::InstanceCache;
+use super::maintain::EngineSettings;
 use super::node::{AllocationIp, CiliumNode};
 use super::select::{self, SubnetQuery};
-use super::store::{NodeStore, NodeUpdate, StoreError};
 use super::watermarks;
 use crate::cloud::{
     CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, ProviderError, Tag,
@@ -30,15 +27,6 @@ pub fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Engine-wide settings of allocation.
-#[derive(Debug, Clone)]
-pub struct AllocationSettings {
-    /// Tagged on every interface the operator creates (`cluster`).
-    pub cluster_name: String,
-    /// Use /28 prefixes where the instance type and provider allow.
-    pub prefix_delegation: bool,
-}
-
 /// What one step did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -46,6 +34,7 @@ pub enum Step {
     Satisfied,
     Assigned {
         interface: String,
+        subnet: String,
         addresses: usize,
         prefixes: usize,
     },
@@ -58,20 +47,14 @@ pub enum Step {
     Blocked(String),
 }
 
-/// Every address of a delegated prefix (a /28 has no network or broadcast
-/// address to leave out).
-fn expand(prefix: &str) -> Vec<String> {
-    let Ok(net) = prefix.parse::<Ipv4Net>() else {
-        return Vec::new();
-    };
-    (u32::from(net.network())..=u32::from(net.broadcast()))
-        .map(|a| Ipv4Addr::from(a).to_string())
-        .collect()
-}
-
-/// spec.ipam.pool for a node: every address of its usable interfaces (the
-/// primary address with use-primary-address), each with its interface.
-pub fn pool_of(node: &CiliumNode, instance: &Instance) -> BTreeMap<String, AllocationIp> {
+/// spec.ipam.pool for a node: every pool address of its usable interfaces
+/// ([`select::pool_addresses`]), each with its interface, less the addresses
+/// in their reuse cooldown (`withheld`).
+pub fn pool_of(
+    node: &CiliumNode,
+    instance: &Instance,
+    withheld: &BTreeSet<String>,
+) -> BTreeMap<String, AllocationIp> {
     let exclude = node.exclude_interface_tags();
     let mut pool = BTreeMap::new();
     for eni in instance
@@ -79,20 +62,14 @@ pub fn pool_of(node: &CiliumNode, instance: &Instance) -> BTreeMap<String, Alloc
         .iter()
         .filter(|i| select::usable(i, node.first_interface_index(), &exclude))
     {
-        let entry = || AllocationIp {
-            owner: None,
-            resource: Some(eni.id.clone()),
-        };
-        if node.spec.eni.use_primary_address && eni.index != 0 {
-            pool.insert(eni.primary_ip.clone(), entry());
-        }
-        for address in eni
-            .addresses
-            .iter()
-            .cloned()
-            .chain(eni.prefixes.iter().flat_map(|p| expand(p)))
-        {
-            pool.insert(address, entry());
+        for address in select::pool_addresses(eni, node.spec.eni.use_primary_address) {
+            if !withheld.contains(&address) {
+                let entry = AllocationIp {
+                    owner: None,
+                    resource: Some(eni.id.clone()),
+                };
+                pool.insert(address, entry);
+            }
         }
     }
     pool
@@ -106,7 +83,7 @@ fn is(error: &CloudError, want: fn(&ProviderError) -> bool) -> bool {
 pub async fn allocate_step(
     cloud: &dyn CloudApi,
     cache: &InstanceCache,
-    settings: &AllocationSettings,
+    settings: &EngineSettings,
     node: &CiliumNode,
     pending_pods: u32,
 ) -> Result<Step, CloudError> {
@@ -123,7 +100,8 @@ pub async fn allocate_step(
         },
     };
     let limits = cache.limits(cloud, &instance.instance_type).await?;
-    let available = u32::try_from(pool_of(node, &instance).len()).unwrap_or(u32::MAX);
+    let available =
+        u32::try_from(pool_of(node, &instance, &cache.withheld()).len()).unwrap_or(u32::MAX);
     let used = u32::try_from(node.status.ipam.used.len()).unwrap_or(u32::MAX);
     let needed = watermarks::needed(node.watermarks(), available, used);
     if needed == 0 {
@@ -164,6 +142,7 @@ pub async fn allocate_step(
             prefixes = assigned.prefixes.len(), why = choice.why, "assigned");
         return Ok(Step::Assigned {
             interface: id,
+            subnet: choice.interface.subnet_id.clone(),
             addresses: assigned.addresses.len(),
             prefixes: assigned.prefixes.len(),
         });
@@ -266,71 +245,17 @@ fn ip_request(use_prefixes: bool, wanted: u32, free_slots: u32) -> IpRequest {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum AllocateError {
-    #[error(transparent)]
-    Cloud(#[from] CloudError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("node {0} does not exist")]
-    NoSuchNode(String),
-}
-
-/// Step a node until it is satisfied or blocked (at most `max_steps`),
-/// publishing its pool after every change and its blocking reason in
-/// status.ipam.operator-status. The steps taken.
-pub async fn allocate_node(
-    cloud: &dyn CloudApi,
-    cache: &InstanceCache,
-    store: &dyn NodeStore,
-    settings: &AllocationSettings,
-    name: &str,
-    max_steps: usize,
-) -> Result<Vec<Step>, AllocateError> {
-    let mut steps = Vec::new();
-    for _ in 0..max_steps {
-        let node = store
-            .get(name)
-            .await?
-            .ok_or_else(|| AllocateError::NoSuchNode(name.to_string()))?;
-        let step = allocate_step(cloud, cache, settings, &node, 0).await?;
-        let mut update = NodeUpdate::default();
-        if let Some(instance) = cache.instance(&node.spec.instance_id) {
-            let pool = pool_of(&node, &instance);
-            if pool != node.spec.ipam.pool {
-                update.pool = Some(pool);
-            }
-        }
-        let error = match &step {
-            Step::Blocked(reason) => reason.clone(),
-            _ => String::new(),
-        };
-        if error != node.status.ipam.operator_status.error {
-            update.operator_error = Some(error);
-        }
-        if update != NodeUpdate::default() {
-            store.update(name, &update).await?;
-        }
-        let done = matches!(step, Step::Satisfied | Step::Blocked(_));
-        steps.push(step);
-        if done {
-            break;
-        }
-    }
-    Ok(steps)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn prefixes_expand_to_all_sixteen_addresses() {
-        let addresses = expand("10.0.1.16/28");
+        let addresses = select::prefix_addresses("10.0.1.16/28");
         assert_eq!(addresses.len(), 16);
         assert_eq!(addresses.first().map(String::as_str), Some("10.0.1.16"));
         assert_eq!(addresses.last().map(String::as_str), Some("10.0.1.31"));
-        assert!(expand("not a prefix").is_empty());
+        assert!(select::prefix_addresses("not a prefix").is_empty());
     }
 
     #[test]

@@ -7,9 +7,13 @@
 //!
 //! Locks are held for map updates only, never across a cloud call.
 
-use std::collections::BTreeMap;
-use std::sync::RwLock;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
 
+use tokio::time::Instant;
+
+use super::select::{pool_addresses, prefix_addresses};
 use crate::cloud::{
     Assigned, CloudApi, CloudError, Instance, Limits, NetworkInterface, SecurityGroup, Subnet, Vpc,
 };
@@ -26,6 +30,14 @@ pub struct CloudSnapshot {
 pub struct InstanceCache {
     snapshot: RwLock<CloudSnapshot>,
     limits: RwLock<BTreeMap<String, Limits>>,
+    /// While a full resync is listing: the instances the engine changed
+    /// meanwhile. Their cached state is newer than the listing, so the
+    /// listing must not overwrite it.
+    changed_during_resync: Mutex<Option<BTreeSet<String>>>,
+    /// How long a released address stays out of every pool.
+    reuse_cooldown: Duration,
+    /// Addresses released (unassigned or deleted with their interface), when.
+    released: Mutex<BTreeMap<String, Instant>>,
 }
 
 fn by_id<T>(items: Vec<T>, id: impl Fn(&T) -> &str) -> BTreeMap<String, T> {
@@ -43,6 +55,49 @@ fn addresses_taken(addresses: usize, prefixes: usize) -> u32 {
 impl InstanceCache {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A cache whose released addresses stay out of every node's pool for
+    /// `cooldown`: a node's stale routes or conntrack entries for an address
+    /// must not meet a new pod that got it (the cloud may hand a released
+    /// address straight back).
+    pub fn with_reuse_cooldown(cooldown: Duration) -> Self {
+        Self {
+            reuse_cooldown: cooldown,
+            ..Self::default()
+        }
+    }
+
+    /// Addresses in their reuse cooldown now.
+    pub fn withheld(&self) -> BTreeSet<String> {
+        if self.reuse_cooldown.is_zero() {
+            return BTreeSet::new();
+        }
+        let now = Instant::now();
+        let mut released = self.released.lock().unwrap_or_else(|p| p.into_inner());
+        released.retain(|_, at| now.duration_since(*at) < self.reuse_cooldown);
+        released.keys().cloned().collect()
+    }
+
+    fn remember_released(&self, addresses: impl IntoIterator<Item = String>) {
+        if self.reuse_cooldown.is_zero() {
+            return;
+        }
+        let now = Instant::now();
+        let mut released = self.released.lock().unwrap_or_else(|p| p.into_inner());
+        released.extend(addresses.into_iter().map(|a| (a, now)));
+    }
+
+    /// Note a change the engine made to an instance, for a resync in flight.
+    fn changed(&self, instance_id: &str) {
+        if let Some(changed) = self
+            .changed_during_resync
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            changed.insert(instance_id.to_string());
+        }
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, CloudSnapshot> {
@@ -79,6 +134,15 @@ impl InstanceCache {
         snapshot.security_groups.values().cloned().collect()
     }
 
+    pub fn vpc(&self, id: &str) -> Option<Vpc> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .vpcs
+            .get(id)
+            .cloned()
+    }
+
     pub fn instance(&self, id: &str) -> Option<Instance> {
         self.snapshot
             .read()
@@ -88,19 +152,53 @@ impl InstanceCache {
             .cloned()
     }
 
-    /// Replace everything with what the cloud says now.
+    /// Replace everything with what the cloud says now, except instances the
+    /// engine changed while the listing was under way (their cached state
+    /// already holds the change; the listing may predate it).
     pub async fn resync_all(&self, cloud: &dyn CloudApi) -> Result<(), CloudError> {
-        let vpcs = cloud.get_vpcs().await?;
-        let subnets = cloud.get_subnets().await?;
-        let security_groups = cloud.get_security_groups().await?;
-        let instances = cloud.get_instances(&[]).await?;
-        *self.write() = CloudSnapshot {
+        *self
+            .changed_during_resync
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(BTreeSet::new());
+        let listing = async {
+            let vpcs = cloud.get_vpcs().await?;
+            let subnets = cloud.get_subnets().await?;
+            let security_groups = cloud.get_security_groups().await?;
+            let instances = cloud.get_instances(&[]).await?;
+            Ok::<_, CloudError>((vpcs, subnets, security_groups, instances))
+        }
+        .await;
+        let changed = self
+            .changed_during_resync
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default();
+        let (vpcs, subnets, security_groups, instances) = listing?;
+        let mut snapshot = self.write();
+        let mut instances = by_id(instances, |i| &i.id);
+        for id in &changed {
+            match snapshot.instances.get(id) {
+                Some(newer) => instances.insert(id.clone(), newer.clone()),
+                None => instances.remove(id),
+            };
+        }
+        *snapshot = CloudSnapshot {
             vpcs: by_id(vpcs, |v| &v.id),
             subnets: by_id(subnets, |s| &s.id),
             security_groups: by_id(security_groups, |g| &g.id),
-            instances: by_id(instances, |i| &i.id),
+            instances,
         };
         Ok(())
+    }
+
+    /// How many instances the cache holds.
+    pub fn instance_count(&self) -> usize {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .instances
+            .len()
     }
 
     /// Refresh one instance (and the subnets, whose free counts it changes);
@@ -116,6 +214,7 @@ impl InstanceCache {
             .into_iter()
             .find(|i| i.id == id);
         let subnets = cloud.get_subnets().await?;
+        self.changed(id);
         let mut snapshot = self.write();
         snapshot.subnets = by_id(subnets, |s| &s.id);
         match &found {
@@ -162,6 +261,7 @@ impl InstanceCache {
 
     /// Record an interface create-interface returned.
     pub fn created(&self, instance_id: &str, interface: NetworkInterface) {
+        self.changed(instance_id);
         let mut snapshot = self.write();
         let taken = 1 + addresses_taken(interface.addresses.len(), interface.prefixes.len());
         Self::take_from_subnet(&mut snapshot, &interface.subnet_id, taken);
@@ -174,6 +274,7 @@ impl InstanceCache {
 
     /// Record what assign-ips added to an interface.
     pub fn assigned(&self, instance_id: &str, interface_id: &str, assigned: &Assigned) {
+        self.changed(instance_id);
         let mut snapshot = self.write();
         let Some(subnet_id) = snapshot
             .instances
@@ -199,6 +300,13 @@ impl InstanceCache {
         addresses: &[String],
         prefixes: &[String],
     ) {
+        self.changed(instance_id);
+        self.remember_released(
+            addresses
+                .iter()
+                .cloned()
+                .chain(prefixes.iter().flat_map(|p| prefix_addresses(p))),
+        );
         let mut snapshot = self.write();
         let Some((subnet_id, freed)) = snapshot
             .instances
@@ -222,6 +330,7 @@ impl InstanceCache {
 
     /// Record a successful delete-interface.
     pub fn deleted(&self, instance_id: &str, interface_id: &str) {
+        self.changed(instance_id);
         let mut snapshot = self.write();
         let Some(removed) = snapshot
             .instances
@@ -238,5 +347,7 @@ impl InstanceCache {
         };
         let freed = 1 + addresses_taken(removed.addresses.len(), removed.prefixes.len());
         Self::return_to_subnet(&mut snapshot, &removed.subnet_id, freed);
+        drop(snapshot);
+        self.remember_released(pool_addresses(&removed, true));
     }
 }

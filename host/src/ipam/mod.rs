@@ -6,10 +6,13 @@
 
 pub mod allocate;
 pub mod cache;
+pub mod engine;
 pub mod gc;
+pub mod maintain;
 pub mod node;
 pub mod reclaim;
 pub mod release;
+pub mod schedule;
 pub mod select;
 pub mod store;
 pub mod watermarks;

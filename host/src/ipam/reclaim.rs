@@ -1,133 +1,268 @@
 //! The release half of per-node pool maintenance: excess addresses go
 //! through the release-ips handshake ([`release::step`]) and only those the
-//! agent declared ready are unassigned. Only single addresses are released;
-//! a delegated /28 stays until the whole interface is freed.
+//! agent declared ready leave the cloud. Single secondary addresses are
+//! unassigned; an interface of ours whose every address is excess and unused
+//! is chosen whole ([`select::interface_to_free`]) and deleted once the agent
+//! has released all of it. Prefix addresses only ever go with their
+//! interface.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::allocate::{pool_of, AllocateError};
-use super::cache::InstanceCache;
+use super::allocate::{pool_of, CLUSTER_TAG};
+use super::maintain::{MaintainError, Maintainer};
 use super::node::{AllocationIp, CiliumNode};
 use super::release::{self, ReleaseInput, MARKED_FOR_RELEASE, RELEASED};
 use super::select;
-use super::store::{NodeStore, NodeUpdate};
 use super::watermarks;
-use crate::cloud::CloudApi;
+use crate::cloud::{Instance, NetworkInterface, Tag};
+use crate::metrics::{DurationLabel, SubnetLabel};
 
 /// What the operator remembers between rounds: when each node's candidates
 /// were first seen as excess.
 #[derive(Default)]
 pub struct ReleaseMemory(Mutex<BTreeMap<String, BTreeMap<String, std::time::Instant>>>);
 
+impl ReleaseMemory {
+    fn get(&self, node: &str) -> BTreeMap<String, std::time::Instant> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(node)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn set(&self, node: &str, first_seen: BTreeMap<String, std::time::Instant>) {
+        let mut memory = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if first_seen.is_empty() {
+            memory.remove(node);
+        } else {
+            memory.insert(node.to_string(), first_seen);
+        }
+    }
+
+    /// No candidate of this node is waiting out the delay.
+    pub fn is_empty(&self, node: &str) -> bool {
+        !self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(node)
+    }
+
+    pub fn forget(&self, node: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(node);
+    }
+}
+
 /// What one round did to a node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReleaseRound {
     pub marked: Vec<String>,
     pub unmarked: Vec<String>,
+    /// Addresses that left the cloud (unassigned, or with their interface).
     pub released: Vec<String>,
+    /// Interfaces deleted because nothing on them was needed.
+    pub freed_interfaces: Vec<String>,
 }
 
-fn excess_candidates(
+/// This round's release candidates: a whole interface when one can be freed,
+/// else unused secondaries from the emptiest interface. The interface to free,
+/// if that is the choice.
+fn candidates<'a>(
     node: &CiliumNode,
-    instance: &crate::cloud::Instance,
+    instance: &'a Instance,
     pool: &BTreeMap<String, AllocationIp>,
-) -> BTreeSet<String> {
-    let available = u32::try_from(pool.len()).unwrap_or(u32::MAX);
+    free_interfaces: bool,
+    cluster_name: &str,
+) -> (BTreeSet<String>, Option<&'a NetworkInterface>) {
     let used: BTreeSet<String> = node.status.ipam.used.keys().cloned().collect();
     let excess = watermarks::excess(
         node.watermarks(),
-        available,
+        u32::try_from(pool.len()).unwrap_or(u32::MAX),
         u32::try_from(used.len()).unwrap_or(u32::MAX),
     );
     let exclude = node.exclude_interface_tags();
     let first = node.first_interface_index();
-    select::addresses_to_release(&instance.interfaces, &used, excess, first, &exclude)
-        .map(|choice| choice.addresses.into_iter().collect())
-        .unwrap_or_default()
+    if free_interfaces {
+        let owner = Tag {
+            key: CLUSTER_TAG.into(),
+            value: cluster_name.into(),
+        };
+        if let Some(choice) = select::interface_to_free(
+            &instance.interfaces,
+            &used,
+            excess,
+            first,
+            &exclude,
+            &owner,
+            node.spec.eni.use_primary_address,
+        ) {
+            return (
+                choice.addresses.into_iter().collect(),
+                Some(choice.interface),
+            );
+        }
+    }
+    let addresses =
+        select::addresses_to_release(&instance.interfaces, &used, excess, first, &exclude)
+            .map(|choice| choice.addresses.into_iter().collect())
+            .unwrap_or_default();
+    (addresses, None)
 }
 
-/// One release round for a node at `now`.
-pub async fn release_round(
-    cloud: &dyn CloudApi,
-    cache: &InstanceCache,
-    store: &dyn NodeStore,
-    memory: &ReleaseMemory,
-    delay: Duration,
-    name: &str,
-    now: Instant,
-) -> Result<ReleaseRound, AllocateError> {
-    let node = store
-        .get(name)
-        .await?
-        .ok_or_else(|| AllocateError::NoSuchNode(name.to_string()))?;
-    let Some(instance) = cache.instance(&node.spec.instance_id) else {
-        return Ok(ReleaseRound::default());
-    };
-    let pool = pool_of(&node, &instance);
-    let candidates = if cloud.info().capabilities.release {
-        excess_candidates(&node, &instance, &pool)
-    } else {
-        BTreeSet::new()
-    };
-    let first_seen = memory
-        .0
-        .lock()
-        .map(|m| m.get(name).cloned().unwrap_or_default())
-        .unwrap_or_default();
-    let step = release::step(ReleaseInput {
-        candidates: &candidates,
-        status: &node.status.ipam.release_ips,
-        first_seen: &first_seen,
-        now: now.into_std(),
-        delay,
-    });
-    if let Ok(mut memory) = memory.0.lock() {
-        memory.insert(name.to_string(), step.first_seen.clone());
+impl Maintainer {
+    /// One release round for a node at `now`.
+    pub async fn release(&self, name: &str, now: Instant) -> Result<ReleaseRound, MaintainError> {
+        let node = self.node(name).await?;
+        let Some(instance) = self.cache.instance(&node.spec.instance_id) else {
+            return Ok(ReleaseRound::default());
+        };
+        let capabilities = self.cloud.info().capabilities;
+        let pool = pool_of(&node, &instance, &self.cache.withheld());
+        let (candidates, whole) = if capabilities.release {
+            candidates(
+                &node,
+                &instance,
+                &pool,
+                self.settings.free_interfaces && capabilities.delete_interface,
+                &self.settings.cluster_name,
+            )
+        } else {
+            (BTreeSet::new(), None)
+        };
+        let step = release::step(ReleaseInput {
+            candidates: &candidates,
+            status: &node.status.ipam.release_ips,
+            first_seen: &self.release_memory.get(name),
+            now: now.into_std(),
+            delay: self.settings.release_delay,
+        });
+        self.release_memory.set(name, step.first_seen.clone());
+
+        let mut round = ReleaseRound {
+            marked: step.mark.clone(),
+            unmarked: step.unmark.clone(),
+            ..ReleaseRound::default()
+        };
+        let mut states: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for ip in &step.mark {
+            states.insert(ip.clone(), Some(MARKED_FOR_RELEASE.to_string()));
+        }
+        for ip in &step.unmark {
+            states.insert(ip.clone(), None);
+        }
+
+        let ready: BTreeSet<&String> = step.unassign.iter().collect();
+        match whole {
+            // Every address of the interface is released by the agent (or it
+            // has none): the interface goes, and its addresses with it.
+            Some(interface) if candidates.iter().all(|ip| ready.contains(ip)) => {
+                self.free_interface(&node, interface, &mut round).await?;
+            }
+            _ => {
+                self.unassign_ready(&node, &instance, &step.unassign, &mut round)
+                    .await?
+            }
+        }
+        for ip in &round.released {
+            states.insert(ip.clone(), Some(RELEASED.to_string()));
+        }
+        let changed = !round.released.is_empty() || !round.freed_interfaces.is_empty();
+        if !states.is_empty() {
+            let update = super::store::NodeUpdate {
+                release_ips: states,
+                ..Default::default()
+            };
+            self.store.update(name, &update).await?;
+        }
+        if changed {
+            self.publish(&self.node(name).await?, None).await?;
+        }
+        Ok(round)
     }
 
-    let mut update = NodeUpdate::default();
-    for ip in &step.mark {
-        update
-            .release_ips
-            .insert(ip.clone(), Some(MARKED_FOR_RELEASE.to_string()));
+    async fn free_interface(
+        &self,
+        node: &CiliumNode,
+        interface: &NetworkInterface,
+        round: &mut ReleaseRound,
+    ) -> Result<(), MaintainError> {
+        let started = Instant::now();
+        let result = self.cloud.delete_interface(&interface.id).await;
+        self.observe_release("interface", &interface.subnet_id, result.is_ok(), started);
+        result?;
+        self.cache.deleted(&node.spec.instance_id, &interface.id);
+        self.metrics.interface_deletion_ops.inc();
+        tracing::info!(node = %node.name, interface = %interface.id, index = interface.index,
+            "freed an interface none of whose addresses were needed");
+        round.released.extend(select::pool_addresses(
+            interface,
+            node.spec.eni.use_primary_address,
+        ));
+        round.freed_interfaces.push(interface.id.clone());
+        Ok(())
     }
-    for ip in &step.unmark {
-        update.release_ips.insert(ip.clone(), None);
-    }
-    // Unassign what the agent released, one call per interface.
-    let mut by_interface: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for ip in &step.unassign {
-        if let Some(interface) = pool.get(ip).and_then(|entry| entry.resource.clone()) {
-            by_interface.entry(interface).or_default().push(ip.clone());
+
+    /// Unassign the ready single addresses, one call per interface.
+    async fn unassign_ready(
+        &self,
+        node: &CiliumNode,
+        instance: &Instance,
+        ready: &[String],
+        round: &mut ReleaseRound,
+    ) -> Result<(), MaintainError> {
+        let mut by_interface: BTreeMap<&str, (&NetworkInterface, Vec<String>)> = BTreeMap::new();
+        for ip in ready {
+            if let Some(interface) = instance
+                .interfaces
+                .iter()
+                .find(|i| i.addresses.contains(ip))
+            {
+                by_interface
+                    .entry(&interface.id)
+                    .or_insert_with(|| (interface, Vec::new()))
+                    .1
+                    .push(ip.clone());
+            }
         }
-    }
-    let mut released = Vec::new();
-    for (interface, addresses) in by_interface {
-        cloud.unassign_ips(&interface, &addresses, &[]).await?;
-        cache.unassigned(&node.spec.instance_id, &interface, &addresses, &[]);
-        tracing::info!(node = %name, %interface, count = addresses.len(), "released addresses the agent freed");
-        for ip in &addresses {
-            update
-                .release_ips
-                .insert(ip.clone(), Some(RELEASED.to_string()));
+        for (interface, addresses) in by_interface.into_values() {
+            let started = Instant::now();
+            let result = self
+                .cloud
+                .unassign_ips(&interface.id, &addresses, &[])
+                .await;
+            self.observe_release("ip", &interface.subnet_id, result.is_ok(), started);
+            result?;
+            self.cache
+                .unassigned(&node.spec.instance_id, &interface.id, &addresses, &[]);
+            self.metrics
+                .release_ops
+                .get_or_create(&SubnetLabel {
+                    subnet_id: interface.subnet_id.clone(),
+                })
+                .inc_by(addresses.len() as u64);
+            tracing::info!(node = %node.name, interface = %interface.id, count = addresses.len(),
+                "released addresses the agent freed");
+            round.released.extend(addresses);
         }
-        released.extend(addresses);
+        Ok(())
     }
-    if !released.is_empty() {
-        if let Some(instance) = cache.instance(&node.spec.instance_id) {
-            update.pool = Some(pool_of(&node, &instance));
-        }
+
+    fn observe_release(&self, kind: &'static str, subnet: &str, ok: bool, started: Instant) {
+        self.metrics
+            .release_duration_seconds
+            .get_or_create(&DurationLabel {
+                r#type: kind,
+                status: if ok { "success" } else { "failed" },
+                subnet_id: subnet.to_string(),
+            })
+            .observe(started.elapsed().as_secs_f64());
     }
-    if update != NodeUpdate::default() {
-        store.update(name, &update).await?;
-    }
-    Ok(ReleaseRound {
-        marked: step.mark,
-        unmarked: step.unmark,
-        released,
-    })
 }

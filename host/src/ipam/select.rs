@@ -117,6 +117,64 @@ pub fn addresses_to_release<'a>(
         })
 }
 
+/// Every address of a delegated prefix (a /28 has no network or broadcast
+/// address to leave out); nothing for text that is not an IPv4 prefix.
+pub fn prefix_addresses(prefix: &str) -> Vec<String> {
+    let Ok(net) = prefix.parse::<ipnet::Ipv4Net>() else {
+        return Vec::new();
+    };
+    (u32::from(net.network())..=u32::from(net.broadcast()))
+        .map(|a| std::net::Ipv4Addr::from(a).to_string())
+        .collect()
+}
+
+/// The addresses an interface gives a node's pool: its secondary addresses,
+/// every address of its prefixes, and its primary address with
+/// use-primary-address (never the primary interface's: the node uses it).
+pub fn pool_addresses(interface: &NetworkInterface, use_primary_address: bool) -> Vec<String> {
+    let primary =
+        (use_primary_address && interface.index != 0).then(|| interface.primary_ip.clone());
+    primary
+        .into_iter()
+        .chain(interface.addresses.iter().cloned())
+        .chain(interface.prefixes.iter().flat_map(|p| prefix_addresses(p)))
+        .collect()
+}
+
+/// A whole interface to free: not the primary, usable, created by this
+/// operator (`owner` tag), no address of it in use, and all of its pool
+/// addresses within `excess`. The largest such interface (highest index on a
+/// tie), so one delete returns the most. Its addresses go through the release
+/// handshake like any others before the interface is deleted.
+pub fn interface_to_free<'a>(
+    interfaces: &'a [NetworkInterface],
+    used: &std::collections::BTreeSet<String>,
+    excess: u32,
+    first_interface_index: u32,
+    exclude_tags: &[Tag],
+    owner: &Tag,
+    use_primary_address: bool,
+) -> Option<ReleaseChoice<'a>> {
+    if excess == 0 {
+        return None;
+    }
+    interfaces
+        .iter()
+        .filter(|i| {
+            i.index != 0 && usable(i, first_interface_index, exclude_tags) && i.tags.contains(owner)
+        })
+        .map(|i| (i, pool_addresses(i, use_primary_address)))
+        .filter(|(_, addresses)| {
+            addresses.len() <= excess as usize && !addresses.iter().any(|a| used.contains(a))
+        })
+        .max_by_key(|(i, addresses)| (addresses.len(), i.index))
+        .map(|(interface, addresses)| ReleaseChoice {
+            interface,
+            addresses,
+            why: "an interface of ours with no used address, all of it excess (freed whole)",
+        })
+}
+
 /// The lowest free device index at or above `first_interface_index`, if the
 /// instance has room for another interface.
 pub fn next_free_index(
@@ -238,6 +296,7 @@ pub fn security_groups_for_interface(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     fn limits(ipv4: u32, max_interfaces: u32) -> Limits {
         Limits {
@@ -282,6 +341,44 @@ mod tests {
             available_addresses: free,
             tags: tags.to_vec(),
         }
+    }
+
+    fn owned(mut interface: NetworkInterface) -> NetworkInterface {
+        interface.tags.push(tag("owner", "us"));
+        interface
+    }
+
+    #[test]
+    fn interface_to_free_takes_only_whole_unused_interfaces_of_ours() {
+        let used = |ips: &[&str]| ips.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let owner = tag("owner", "us");
+        let mut with_prefix = owned(eni(3, 0, "s"));
+        with_prefix.prefixes.push("10.0.3.16/28".into());
+        let interfaces = vec![
+            owned(eni(0, 2, "s")),
+            owned(eni(1, 3, "s")),
+            eni(2, 1, "s"),
+            with_prefix,
+        ];
+        let free = |used: &BTreeSet<String>, excess, use_primary| {
+            interface_to_free(&interfaces, used, excess, 0, &[], &owner, use_primary)
+                .map(|c| (c.interface.index, c.addresses.len()))
+        };
+        // Nothing is excess; the primary interface never goes.
+        assert_eq!(free(&used(&[]), 0, false), None);
+        // The /28 interface is the largest that fits; eni-2 is not ours.
+        assert_eq!(free(&used(&[]), 16, false), Some((3, 16)));
+        assert_eq!(free(&used(&[]), 15, false), Some((1, 3)));
+        // One used address keeps an interface.
+        assert_eq!(free(&used(&["10.0.3.20"]), 16, false), Some((1, 3)));
+        assert_eq!(free(&used(&["10.0.3.20", "10.0.1.2"]), 16, false), None);
+        // With use-primary-address the primary address counts too.
+        assert_eq!(free(&used(&[]), 3, true), None);
+        assert_eq!(free(&used(&[]), 4, true), Some((1, 4)));
+        // An interface with nothing on it fits any excess.
+        let empty = vec![owned(eni(1, 0, "s"))];
+        let choice = interface_to_free(&empty, &used(&[]), 1, 0, &[], &owner, false);
+        assert_eq!(choice.map(|c| c.addresses.len()), Some(0));
     }
 
     #[test]

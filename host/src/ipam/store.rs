@@ -80,6 +80,10 @@ pub trait NodeStore: Send + Sync {
     async fn get(&self, name: &str) -> Result<Option<CiliumNode>, StoreError>;
     /// Apply the operator's changes; the node as it is afterwards.
     async fn update(&self, name: &str, update: &NodeUpdate) -> Result<CiliumNode, StoreError>;
+    /// Pods scheduled to the node and waiting for an address (surge
+    /// allocation asks for them on top of the watermark). A change is
+    /// announced as an [`NodeEvent::Upserted`] of the node.
+    fn pending_pods(&self, name: &str) -> u32;
 }
 
 /// Nodes in memory. Besides the operator's [`NodeStore`] calls it offers the
@@ -87,6 +91,7 @@ pub trait NodeStore: Send + Sync {
 /// or a test can play the agents.
 pub struct MemoryNodeStore {
     nodes: Mutex<BTreeMap<String, CiliumNode>>,
+    pending_pods: Mutex<BTreeMap<String, u32>>,
     events: broadcast::Sender<NodeEvent>,
 }
 
@@ -103,6 +108,7 @@ impl MemoryNodeStore {
         let (events, _) = broadcast::channel(4096);
         Self {
             nodes: Mutex::new(BTreeMap::new()),
+            pending_pods: Mutex::new(BTreeMap::new()),
             events,
         }
     }
@@ -133,6 +139,18 @@ impl MemoryNodeStore {
     pub fn delete(&self, name: &str) -> Result<(), StoreError> {
         if self.with_nodes(|nodes| nodes.remove(name))?.is_some() {
             self.publish(NodeEvent::Deleted(name.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Pods waiting for an address on the node (the scheduler's side).
+    pub fn set_pending_pods(&self, name: &str, pods: u32) -> Result<(), StoreError> {
+        self.pending_pods
+            .lock()
+            .map_err(|_| StoreError::Backend("pending pods poisoned".into()))?
+            .insert(name.to_string(), pods);
+        if let Some(node) = self.with_nodes(|nodes| nodes.get(name).cloned())? {
+            self.publish(NodeEvent::Upserted(Arc::new(node)));
         }
         Ok(())
     }
@@ -180,6 +198,13 @@ impl NodeStore for MemoryNodeStore {
         let node = node.ok_or_else(|| StoreError::NotFound(name.to_string()))?;
         self.publish(NodeEvent::Upserted(Arc::new(node.clone())));
         Ok(node)
+    }
+
+    fn pending_pods(&self, name: &str) -> u32 {
+        self.pending_pods
+            .lock()
+            .map(|pending| pending.get(name).copied().unwrap_or(0))
+            .unwrap_or(0)
     }
 }
 

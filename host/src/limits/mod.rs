@@ -9,7 +9,7 @@ mod token_bucket;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,6 +21,7 @@ use crate::cloud::{
     Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits,
     NetworkInterface, ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
+use crate::metrics::Metrics;
 
 /// The kinds of cloud call that have a bucket of their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +110,8 @@ pub struct LimitedCloud<C> {
     config: LimitsConfig,
     buckets: Mutex<[TokenBucket; 3]>,
     seed: AtomicU64,
+    /// Where call durations and rate-limit waits are recorded.
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl<C: CloudApi> LimitedCloud<C> {
@@ -124,7 +127,15 @@ impl<C: CloudApi> LimitedCloud<C> {
             config,
             buckets: Mutex::new(buckets),
             seed: AtomicU64::new(0x9e37_79b9_7f4a_7c15),
+            metrics: None,
         }
+    }
+
+    /// Record every attempt's duration and response code, and every wait
+    /// for a bucket, in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     pub fn inner(&self) -> &C {
@@ -200,7 +211,18 @@ impl<C: CloudApi> LimitedCloud<C> {
                 tracing::debug!(operation, ?wait, "waiting for the cloud's rate limit");
                 tokio::time::sleep(wait).await;
             }
-            match call().await {
+            if let Some(metrics) = &self.metrics {
+                metrics.observe_rate_limit_wait(operation, wait);
+            }
+            let started = Instant::now();
+            let result = call().await;
+            if let Some(metrics) = &self.metrics {
+                let code = result
+                    .as_ref()
+                    .map_or_else(CloudError::response_code, |_| "ok");
+                metrics.observe_api_call(operation, code, started.elapsed());
+            }
+            match result {
                 Err(error)
                     if attempt + 1 < self.config.retry.max_attempts
                         && retryable(&error, idempotent) =>

@@ -59,3 +59,30 @@ pub async fn mock(settings_yaml: &str) -> WasmProvider {
         .await
         .expect("mock loads")
 }
+
+/// Engine settings for tests: cluster `test`, no release delay unless set.
+pub fn engine_settings(prefix_delegation: bool) -> ipam_host::ipam::maintain::EngineSettings {
+    ipam_host::ipam::maintain::EngineSettings {
+        cluster_name: "test".into(),
+        prefix_delegation,
+        release_delay: Duration::from_secs(30),
+        free_interfaces: false,
+        max_steps: 20,
+    }
+}
+
+/// A maintainer over `cloud` and `store` with the given cache.
+pub fn maintainer(
+    cloud: std::sync::Arc<dyn ipam_host::cloud::CloudApi>,
+    cache: std::sync::Arc<ipam_host::ipam::cache::InstanceCache>,
+    store: std::sync::Arc<ipam_host::ipam::store::MemoryNodeStore>,
+    settings: ipam_host::ipam::maintain::EngineSettings,
+) -> ipam_host::ipam::maintain::Maintainer {
+    ipam_host::ipam::maintain::Maintainer::new(
+        cloud,
+        cache,
+        store,
+        settings,
+        std::sync::Arc::new(ipam_host::metrics::Metrics::new()),
+    )
+}

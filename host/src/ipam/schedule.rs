@@ -1,0 +1,177 @@
+//! Which node the engine works on next, as plain data: nodes in deficit
+//! first, the largest deficit first (ties by name, so runs repeat); a node is
+//! never worked on twice at once (a change while it runs queues it again);
+//! nodes can be put off until a time (release delay, a blocked node, a
+//! failure's backoff).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use tokio::time::Instant;
+
+#[derive(Debug, Default)]
+pub struct Schedule {
+    /// Ready now, best first.
+    queue: BTreeSet<(Reverse<u32>, String)>,
+    /// The deficit each known node was queued with.
+    deficit: HashMap<String, u32>,
+    running: HashSet<String>,
+    /// Changed while running: queue again when done.
+    again: HashSet<String>,
+    timers: BTreeSet<(Instant, String)>,
+    timer_of: HashMap<String, Instant>,
+}
+
+impl Schedule {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The node changed (or must be looked at): queue it with its deficit.
+    pub fn mark(&mut self, name: &str, deficit: u32) {
+        if let Some(old) = self.deficit.insert(name.to_string(), deficit) {
+            self.queue.remove(&(Reverse(old), name.to_string()));
+        }
+        if self.running.contains(name) {
+            self.again.insert(name.to_string());
+        } else {
+            self.queue.insert((Reverse(deficit), name.to_string()));
+        }
+    }
+
+    /// Look at the node again at `at` (the earlier of two requests wins).
+    pub fn revisit(&mut self, name: &str, at: Instant) {
+        if let Some(&old) = self.timer_of.get(name) {
+            if old <= at {
+                return;
+            }
+            self.timers.remove(&(old, name.to_string()));
+        }
+        self.timer_of.insert(name.to_string(), at);
+        self.timers.insert((at, name.to_string()));
+    }
+
+    /// Queue every node whose time has come.
+    pub fn due(&mut self, now: Instant) {
+        while let Some((at, name)) = self.timers.first().cloned() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            self.timer_of.remove(&name);
+            let deficit = self.deficit.get(&name).copied().unwrap_or(0);
+            self.mark(&name, deficit);
+        }
+    }
+
+    /// When the next put-off node is due.
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.timers.first().map(|(at, _)| *at)
+    }
+
+    /// The next node to work on, now counted as running.
+    pub fn next(&mut self) -> Option<String> {
+        let (_, name) = self.queue.pop_first()?;
+        self.running.insert(name.clone());
+        Some(name)
+    }
+
+    /// Work on the node ended; `deficit` is what it still needs.
+    pub fn done(&mut self, name: &str, deficit: u32) {
+        self.running.remove(name);
+        if self.again.remove(name) {
+            self.mark(name, deficit);
+        } else {
+            self.deficit.insert(name.to_string(), deficit);
+        }
+    }
+
+    /// The node is gone.
+    pub fn forget(&mut self, name: &str) {
+        if let Some(d) = self.deficit.remove(name) {
+            self.queue.remove(&(Reverse(d), name.to_string()));
+        }
+        if let Some(at) = self.timer_of.remove(name) {
+            self.timers.remove(&(at, name.to_string()));
+        }
+        self.again.remove(name);
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Every node the schedule knows, queued or not.
+    pub fn known(&self) -> impl Iterator<Item = &String> {
+        self.deficit.keys()
+    }
+
+    /// Queued nodes by deficit, for people (largest first).
+    pub fn deficits(&self) -> BTreeMap<u32, usize> {
+        let mut out = BTreeMap::new();
+        for (Reverse(d), _) in &self.queue {
+            *out.entry(*d).or_default() += 1;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn largest_deficit_first_ties_by_name() {
+        let mut s = Schedule::new();
+        s.mark("b", 3);
+        s.mark("a", 3);
+        s.mark("c", 10);
+        s.mark("d", 0);
+        let order: Vec<String> = std::iter::from_fn(|| s.next()).collect();
+        assert_eq!(order, ["c", "a", "b", "d"]);
+    }
+
+    #[test]
+    fn a_node_changed_while_running_runs_again_after() {
+        let mut s = Schedule::new();
+        s.mark("a", 5);
+        assert_eq!(s.next().as_deref(), Some("a"));
+        s.mark("a", 5);
+        assert_eq!(s.next(), None, "never twice at once");
+        s.done("a", 1);
+        assert_eq!(s.next().as_deref(), Some("a"));
+        s.done("a", 0);
+        assert_eq!(s.next(), None);
+    }
+
+    #[test]
+    fn remarking_moves_a_node_to_its_new_place() {
+        let mut s = Schedule::new();
+        s.mark("a", 1);
+        s.mark("b", 2);
+        s.mark("a", 9);
+        assert_eq!(s.queued(), 2);
+        assert_eq!(s.next().as_deref(), Some("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timers_queue_nodes_when_due_earliest_request_wins() {
+        let mut s = Schedule::new();
+        let t0 = Instant::now();
+        s.revisit("a", t0 + Duration::from_secs(10));
+        s.revisit("a", t0 + Duration::from_secs(30));
+        s.revisit("b", t0 + Duration::from_secs(20));
+        assert_eq!(s.next_timer(), Some(t0 + Duration::from_secs(10)));
+        s.due(t0 + Duration::from_secs(15));
+        assert_eq!(s.next().as_deref(), Some("a"));
+        assert_eq!(s.next(), None);
+        s.forget("b");
+        s.due(t0 + Duration::from_secs(60));
+        assert_eq!(s.next(), None, "forgotten nodes never come back");
+    }
+}

@@ -1,0 +1,290 @@
+//! The engine's Prometheus registry. Names and meanings follow Cilium's
+//! `cilium_operator_ipam_*` metrics, so dashboards and alerts written for
+//! cilium-operator keep working; the cloud API metrics are provider-neutral
+//! (`cilium_operator_ipam_api_*` instead of `cilium_operator_ec2_api_*` or
+//! `cilium_operator_azure_api_*`). See docs/metrics.md for the list.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TypeLabel {
+    pub r#type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabel {
+    pub target_node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CategoryLabel {
+    pub category: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SubnetLabel {
+    pub subnet_id: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SubnetZoneLabel {
+    pub subnet_id: String,
+    pub availability_zone: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabel {
+    pub operation: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiCallLabel {
+    pub operation: &'static str,
+    /// `ok`, or the error's kind (`throttled`, `transient`, `timeout`, ...).
+    pub response_code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DurationLabel {
+    /// `ip` (assign or unassign) or `interface` (create or delete).
+    pub r#type: &'static str,
+    pub status: &'static str,
+    pub subnet_id: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn seconds_histogram() -> Histogram {
+    // 1 ms .. ~33 s: cloud calls, and waits for a rate limit.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+fn histogram_family<L: Clone + std::hash::Hash + Eq>() -> HistogramFamily<L> {
+    Family::new_with_constructor(seconds_histogram)
+}
+
+pub struct Metrics {
+    registry: Registry,
+    /// IPs over all nodes by type: available, used, needed.
+    pub ips: Family<TypeLabel, Gauge>,
+    pub available_ips: Family<NodeLabel, Gauge>,
+    pub used_ips: Family<NodeLabel, Gauge>,
+    pub needed_ips: Family<NodeLabel, Gauge>,
+    /// Nodes by category: total, in-deficit, at-capacity.
+    pub nodes: Family<CategoryLabel, Gauge>,
+    pub available_ips_per_subnet: Family<SubnetZoneLabel, Gauge>,
+    pub allocation_ops: Family<SubnetLabel, Counter>,
+    pub release_ops: Family<SubnetLabel, Counter>,
+    pub interface_creation_ops: Family<SubnetLabel, Counter>,
+    pub interface_deletion_ops: Counter,
+    pub allocation_duration_seconds: HistogramFamily<DurationLabel>,
+    pub release_duration_seconds: HistogramFamily<DurationLabel>,
+    pub resync_total: Counter,
+    pub api_duration_seconds: HistogramFamily<ApiCallLabel>,
+    pub api_calls: Family<ApiCallLabel, Counter>,
+    pub api_rate_limit_duration_seconds: HistogramFamily<OperationLabel>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut metrics = Self {
+            registry: Registry::with_prefix("cilium_operator_ipam"),
+            ips: Family::default(),
+            available_ips: Family::default(),
+            used_ips: Family::default(),
+            needed_ips: Family::default(),
+            nodes: Family::default(),
+            available_ips_per_subnet: Family::default(),
+            allocation_ops: Family::default(),
+            release_ops: Family::default(),
+            interface_creation_ops: Family::default(),
+            interface_deletion_ops: Counter::default(),
+            allocation_duration_seconds: histogram_family(),
+            release_duration_seconds: histogram_family(),
+            resync_total: Counter::default(),
+            api_duration_seconds: histogram_family(),
+            api_calls: Family::default(),
+            api_rate_limit_duration_seconds: histogram_family(),
+        };
+        let r = &mut metrics.registry;
+        r.register(
+            "ips",
+            "IPs over all nodes, by type (available, used, needed)",
+            metrics.ips.clone(),
+        );
+        r.register(
+            "available_ips",
+            "IPs available on a node",
+            metrics.available_ips.clone(),
+        );
+        r.register("used_ips", "IPs used on a node", metrics.used_ips.clone());
+        r.register(
+            "needed_ips",
+            "IPs a node still needs to reach its watermark",
+            metrics.needed_ips.clone(),
+        );
+        r.register(
+            "nodes",
+            "Nodes by category (total, in-deficit, at-capacity)",
+            metrics.nodes.clone(),
+        );
+        r.register(
+            "available_ips_per_subnet",
+            "Free addresses per subnet, as the cloud last reported",
+            metrics.available_ips_per_subnet.clone(),
+        );
+        r.register(
+            "allocation_ops",
+            "IP allocation operations, by subnet",
+            metrics.allocation_ops.clone(),
+        );
+        r.register(
+            "release_ops",
+            "IP release operations, by subnet",
+            metrics.release_ops.clone(),
+        );
+        r.register(
+            "interface_creation_ops",
+            "Interfaces created, by subnet",
+            metrics.interface_creation_ops.clone(),
+        );
+        r.register(
+            "interface_deletion_ops",
+            "Interfaces deleted (emptied or leaked)",
+            metrics.interface_deletion_ops.clone(),
+        );
+        r.register(
+            "allocation_duration_seconds",
+            "Duration of allocations (type ip or interface), by status and subnet",
+            metrics.allocation_duration_seconds.clone(),
+        );
+        r.register(
+            "release_duration_seconds",
+            "Duration of releases (type ip or interface), by status and subnet",
+            metrics.release_duration_seconds.clone(),
+        );
+        r.register(
+            "resync",
+            "Full resyncs of the cloud's state",
+            metrics.resync_total.clone(),
+        );
+        r.register(
+            "api_duration_seconds",
+            "Duration of provider calls, by operation and response code",
+            metrics.api_duration_seconds.clone(),
+        );
+        r.register(
+            "api_calls",
+            "Provider calls, by operation and response code",
+            metrics.api_calls.clone(),
+        );
+        r.register(
+            "api_rate_limit_duration_seconds",
+            "Time waited for the cloud's rate limit before a call, by operation",
+            metrics.api_rate_limit_duration_seconds.clone(),
+        );
+        metrics
+    }
+
+    /// The registry, for a server to extend (process metrics) or encode.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+
+    pub fn observe_api_call(
+        &self,
+        operation: &'static str,
+        response_code: &'static str,
+        took: Duration,
+    ) {
+        let label = ApiCallLabel {
+            operation,
+            response_code,
+        };
+        self.api_duration_seconds
+            .get_or_create(&label)
+            .observe(took.as_secs_f64());
+        self.api_calls.get_or_create(&label).inc();
+    }
+
+    pub fn observe_rate_limit_wait(&self, operation: &'static str, waited: Duration) {
+        self.api_rate_limit_duration_seconds
+            .get_or_create(&OperationLabel { operation })
+            .observe(waited.as_secs_f64());
+    }
+
+    /// Calls made of one operation, every response code counted.
+    pub fn api_calls(&self, operation: &'static str) -> u64 {
+        crate::cloud::RESPONSE_CODES
+            .iter()
+            .filter_map(|&response_code| {
+                self.api_calls
+                    .get(&ApiCallLabel {
+                        operation,
+                        response_code,
+                    })
+                    .map(|c| c.get())
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposes_cilium_names() {
+        let metrics = Metrics::new();
+        metrics
+            .ips
+            .get_or_create(&TypeLabel { r#type: "used" })
+            .set(3);
+        metrics
+            .interface_creation_ops
+            .get_or_create(&SubnetLabel {
+                subnet_id: "subnet-a".into(),
+            })
+            .inc();
+        metrics.observe_api_call("assign-ips", "ok", Duration::from_millis(3));
+        metrics.observe_api_call("assign-ips", "throttled", Duration::from_millis(1));
+        let text = metrics.encode();
+        assert!(
+            text.contains("cilium_operator_ipam_ips{type=\"used\"} 3"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "cilium_operator_ipam_interface_creation_ops_total{subnet_id=\"subnet-a\"} 1"
+        ));
+        assert!(text.contains(
+            "cilium_operator_ipam_api_duration_seconds_count{operation=\"assign-ips\",response_code=\"ok\"} 1"
+        ));
+        assert_eq!(metrics.api_calls("assign-ips"), 2);
+        assert_eq!(metrics.api_calls("create-interface"), 0);
+    }
+}

@@ -8,3 +8,4 @@ pub mod ipam;
 pub mod limits;
 pub mod metrics;
 pub mod provider;
+pub mod simulate;

@@ -4,11 +4,10 @@ mod cli;
 
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
     cli::init_logging(&args.log);
-    match cli::run(args).await {
+    match cli::run(args) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");

@@ -238,18 +238,21 @@ impl Metrics {
             .observe(waited.as_secs_f64());
     }
 
+    /// Calls made of one operation with one response code.
+    pub fn api_calls_with(&self, operation: &'static str, response_code: &'static str) -> u64 {
+        self.api_calls
+            .get(&ApiCallLabel {
+                operation,
+                response_code,
+            })
+            .map_or(0, |c| c.get())
+    }
+
     /// Calls made of one operation, every response code counted.
     pub fn api_calls(&self, operation: &'static str) -> u64 {
         crate::cloud::RESPONSE_CODES
             .iter()
-            .filter_map(|&response_code| {
-                self.api_calls
-                    .get(&ApiCallLabel {
-                        operation,
-                        response_code,
-                    })
-                    .map(|c| c.get())
-            })
+            .map(|&response_code| self.api_calls_with(operation, response_code))
             .sum()
     }
 }

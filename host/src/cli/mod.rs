@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch; errors become `anyhow` only here.
 
 mod provider;
+mod simulate;
 
 use std::process::ExitCode;
 
@@ -40,6 +41,9 @@ enum Command {
     /// Inspect and check provider modules.
     #[command(subcommand)]
     Provider(provider::ProviderCommand),
+    /// Run the engine against the mock provider and simulated nodes whose
+    /// pods come and go; prints progress and a summary.
+    Simulate(simulate::SimulateArgs),
 }
 
 pub fn init_logging(args: &LogArgs) {
@@ -54,8 +58,13 @@ pub fn init_logging(args: &LogArgs) {
     }
 }
 
-pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Each command picks its runtime: the simulation needs a paused clock.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Provider(command) => provider::run(command).await,
+        Command::Provider(command) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(provider::run(command)),
+        Command::Simulate(args) => simulate::run(args),
     }
 }

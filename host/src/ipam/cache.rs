@@ -5,7 +5,10 @@
 //! each one). Instance-type limits are fetched once, on first use, so a new
 //! instance type never needs a restart and a known one never costs a call.
 //!
-//! Locks are held for map updates only, never across a cloud call.
+//! Locks are held for map updates only, never across a cloud call; the one
+//! wait across a call is for another task already fetching limits of an
+//! instance type not seen before (so that type costs one call, not one per
+//! node), and nodes of known types never take it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, RwLock};
@@ -38,6 +41,9 @@ pub struct InstanceCache {
     reuse_cooldown: Duration,
     /// Addresses released (unassigned or deleted with their interface), when.
     released: Mutex<BTreeMap<String, Instant>>,
+    /// Held while fetching an unknown instance type's limits, so that nodes
+    /// of a new type arriving together cost one call, not one each.
+    limits_fetch: tokio::sync::Mutex<()>,
 }
 
 fn by_id<T>(items: Vec<T>, id: impl Fn(&T) -> &str) -> BTreeMap<String, T> {
@@ -237,6 +243,16 @@ impl InstanceCache {
             .get(instance_type)
             .copied();
         if let Some(limits) = cached {
+            return Ok(limits);
+        }
+        let _fetching = self.limits_fetch.lock().await;
+        let fetched_meanwhile = self
+            .limits
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(instance_type)
+            .copied();
+        if let Some(limits) = fetched_meanwhile {
             return Ok(limits);
         }
         let limits = cloud.get_instance_limits(instance_type).await?;

@@ -70,7 +70,7 @@ impl Schedule {
     }
 
     /// The next node to work on, now counted as running.
-    pub fn next(&mut self) -> Option<String> {
+    pub fn start_next(&mut self) -> Option<String> {
         let (_, name) = self.queue.pop_first()?;
         self.running.insert(name.clone());
         Some(name)
@@ -132,7 +132,7 @@ mod tests {
         s.mark("a", 3);
         s.mark("c", 10);
         s.mark("d", 0);
-        let order: Vec<String> = std::iter::from_fn(|| s.next()).collect();
+        let order: Vec<String> = std::iter::from_fn(|| s.start_next()).collect();
         assert_eq!(order, ["c", "a", "b", "d"]);
     }
 
@@ -140,13 +140,13 @@ mod tests {
     fn a_node_changed_while_running_runs_again_after() {
         let mut s = Schedule::new();
         s.mark("a", 5);
-        assert_eq!(s.next().as_deref(), Some("a"));
+        assert_eq!(s.start_next().as_deref(), Some("a"));
         s.mark("a", 5);
-        assert_eq!(s.next(), None, "never twice at once");
+        assert_eq!(s.start_next(), None, "never twice at once");
         s.done("a", 1);
-        assert_eq!(s.next().as_deref(), Some("a"));
+        assert_eq!(s.start_next().as_deref(), Some("a"));
         s.done("a", 0);
-        assert_eq!(s.next(), None);
+        assert_eq!(s.start_next(), None);
     }
 
     #[test]
@@ -156,7 +156,7 @@ mod tests {
         s.mark("b", 2);
         s.mark("a", 9);
         assert_eq!(s.queued(), 2);
-        assert_eq!(s.next().as_deref(), Some("a"));
+        assert_eq!(s.start_next().as_deref(), Some("a"));
     }
 
     #[tokio::test(start_paused = true)]
@@ -168,10 +168,10 @@ mod tests {
         s.revisit("b", t0 + Duration::from_secs(20));
         assert_eq!(s.next_timer(), Some(t0 + Duration::from_secs(10)));
         s.due(t0 + Duration::from_secs(15));
-        assert_eq!(s.next().as_deref(), Some("a"));
-        assert_eq!(s.next(), None);
+        assert_eq!(s.start_next().as_deref(), Some("a"));
+        assert_eq!(s.start_next(), None);
         s.forget("b");
         s.due(t0 + Duration::from_secs(60));
-        assert_eq!(s.next(), None, "forgotten nodes never come back");
+        assert_eq!(s.start_next(), None, "forgotten nodes never come back");
     }
 }

@@ -31,11 +31,29 @@ impl TokenBucket {
         }
     }
 
-    /// Take `cost` tokens; the wait before they are really there.
-    pub fn reserve(&mut self, cost: f64, now: Instant) -> Duration {
+    fn refill(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.updated).as_secs_f64();
         self.tokens = (self.tokens + elapsed * self.config.per_second).min(self.config.burst);
         self.updated = now;
+    }
+
+    /// Take `cost` tokens if they are there now (a cloud refusing a call, as
+    /// EC2 does with RequestLimitExceeded); else how long until they are.
+    pub fn try_take(&mut self, cost: f64, now: Instant) -> Result<(), Duration> {
+        self.refill(now);
+        if self.tokens >= cost || self.config.per_second <= 0.0 {
+            self.tokens -= cost;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64(
+                (cost - self.tokens) / self.config.per_second,
+            ))
+        }
+    }
+
+    /// Take `cost` tokens; the wait before they are really there.
+    pub fn reserve(&mut self, cost: f64, now: Instant) -> Duration {
+        self.refill(now);
         self.tokens -= cost;
         if self.tokens >= 0.0 || self.config.per_second <= 0.0 {
             Duration::ZERO
@@ -48,6 +66,29 @@ impl TokenBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn try_take_refuses_without_debt() {
+        let t0 = Instant::now();
+        let mut bucket = TokenBucket::new(
+            BucketConfig {
+                burst: 2.0,
+                per_second: 4.0,
+            },
+            t0,
+        );
+        assert_eq!(bucket.try_take(2.0, t0), Ok(()));
+        assert_eq!(bucket.try_take(1.0, t0), Err(Duration::from_millis(250)));
+        assert_eq!(
+            bucket.try_take(1.0, t0),
+            Err(Duration::from_millis(250)),
+            "a refusal takes nothing"
+        );
+        assert_eq!(
+            bucket.try_take(1.0, t0 + Duration::from_millis(250)),
+            Ok(())
+        );
+    }
 
     #[test]
     fn burst_then_rate() {

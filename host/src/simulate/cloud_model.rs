@@ -1,0 +1,236 @@
+//! [`CloudModel`]: what a real cloud adds around the mock provider's state
+//! machine: each operation takes time, and the cloud keeps its own token
+//! buckets, refusing a call with `throttled` (EC2's RequestLimitExceeded)
+//! when its bucket is empty. With tokio's paused clock the latencies cost no
+//! wall time, so a simulated hour runs in seconds.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use crate::cloud::{
+    Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits,
+    NetworkInterface, ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+};
+use crate::limits::{cost, Kind, LimitsConfig, TokenBucket};
+
+/// Milliseconds each operation takes (WIT names); unnamed ones take `default`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Latency {
+    #[serde(default = "Latency::default_ms")]
+    pub default_ms: u64,
+    #[serde(default)]
+    pub operations: BTreeMap<String, u64>,
+}
+
+impl Latency {
+    fn default_ms() -> u64 {
+        100
+    }
+
+    /// Latencies seen from EC2 clients: Describe* ~0.1-0.2 s, assign and
+    /// unassign ~0.3 s, create + attach + modify ~1.5 s, detach + delete ~1 s.
+    pub fn ec2_like() -> Self {
+        let operations = [
+            ("get-instances", 200),
+            ("assign-ips", 300),
+            ("unassign-ips", 300),
+            ("create-interface", 1500),
+            ("delete-interface", 1000),
+        ]
+        .into_iter()
+        .map(|(op, ms)| (op.to_string(), ms))
+        .collect();
+        Self {
+            default_ms: 150,
+            operations,
+        }
+    }
+
+    pub fn of(&self, operation: &str) -> Duration {
+        Duration::from_millis(
+            self.operations
+                .get(operation)
+                .copied()
+                .unwrap_or(self.default_ms),
+        )
+    }
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self::ec2_like()
+    }
+}
+
+/// Calls that reached the model, by operation, and how many it refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelCounts {
+    pub calls: BTreeMap<&'static str, u64>,
+    pub throttled: BTreeMap<&'static str, u64>,
+}
+
+pub struct CloudModel<C> {
+    inner: C,
+    latency: Latency,
+    buckets: Mutex<[TokenBucket; 3]>,
+    counts: Mutex<ModelCounts>,
+}
+
+fn index(kind: Kind) -> usize {
+    match kind {
+        Kind::Describe => 0,
+        Kind::Mutate => 1,
+        Kind::Attach => 2,
+    }
+}
+
+impl<C: CloudApi> CloudModel<C> {
+    /// The cloud's buckets are `limits`' (the client may use others).
+    pub fn new(inner: C, latency: Latency, limits: &LimitsConfig) -> Self {
+        let now = Instant::now();
+        Self {
+            inner,
+            latency,
+            buckets: Mutex::new([
+                TokenBucket::new(limits.describe, now),
+                TokenBucket::new(limits.mutate, now),
+                TokenBucket::new(limits.attach, now),
+            ]),
+            counts: Mutex::new(ModelCounts::default()),
+        }
+    }
+
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+
+    pub fn counts(&self) -> ModelCounts {
+        self.counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Admit the call or refuse it as throttled. All of an operation's
+    /// tokens are taken together or none are.
+    fn admit(&self, operation: &'static str) -> Result<(), CloudError> {
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut trial = buckets.clone();
+        let mut refused = Duration::ZERO;
+        for (kind, tokens) in cost(operation) {
+            if let Err(wait) = trial[index(*kind)].try_take(*tokens, now) {
+                refused = refused.max(wait);
+            }
+        }
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        *counts.calls.entry(operation).or_default() += 1;
+        if refused.is_zero() {
+            *buckets = trial;
+            Ok(())
+        } else {
+            *counts.throttled.entry(operation).or_default() += 1;
+            Err(CloudError::Provider {
+                provider: self.inner.info().name.clone(),
+                error: ProviderError::Throttled(refused),
+            })
+        }
+    }
+
+    async fn call<T, Fut>(&self, operation: &'static str, call: Fut) -> Result<T, CloudError>
+    where
+        Fut: std::future::Future<Output = Result<T, CloudError>>,
+    {
+        self.admit(operation)?;
+        tokio::time::sleep(self.latency.of(operation)).await;
+        call.await
+    }
+}
+
+#[async_trait]
+impl<C: CloudApi> CloudApi for CloudModel<C> {
+    fn info(&self) -> &ProviderInfo {
+        self.inner.info()
+    }
+
+    async fn get_vpcs(&self) -> Result<Vec<Vpc>, CloudError> {
+        self.call("get-vpcs", self.inner.get_vpcs()).await
+    }
+
+    async fn get_subnets(&self) -> Result<Vec<Subnet>, CloudError> {
+        self.call("get-subnets", self.inner.get_subnets()).await
+    }
+
+    async fn get_security_groups(&self) -> Result<Vec<SecurityGroup>, CloudError> {
+        self.call("get-security-groups", self.inner.get_security_groups())
+            .await
+    }
+
+    async fn get_instances(&self, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        self.call("get-instances", self.inner.get_instances(ids))
+            .await
+    }
+
+    async fn get_detached_interfaces(
+        &self,
+        tags: &[Tag],
+    ) -> Result<Vec<NetworkInterface>, CloudError> {
+        self.call(
+            "get-detached-interfaces",
+            self.inner.get_detached_interfaces(tags),
+        )
+        .await
+    }
+
+    async fn get_instance_limits(&self, instance_type: &str) -> Result<Limits, CloudError> {
+        self.call(
+            "get-instance-limits",
+            self.inner.get_instance_limits(instance_type),
+        )
+        .await
+    }
+
+    async fn create_interface(
+        &self,
+        request: &CreateInterfaceRequest,
+    ) -> Result<NetworkInterface, CloudError> {
+        self.call("create-interface", self.inner.create_interface(request))
+            .await
+    }
+
+    async fn delete_interface(&self, interface_id: &str) -> Result<(), CloudError> {
+        self.call(
+            "delete-interface",
+            self.inner.delete_interface(interface_id),
+        )
+        .await
+    }
+
+    async fn assign_ips(
+        &self,
+        interface_id: &str,
+        request: IpRequest,
+    ) -> Result<Assigned, CloudError> {
+        self.call("assign-ips", self.inner.assign_ips(interface_id, request))
+            .await
+    }
+
+    async fn unassign_ips(
+        &self,
+        interface_id: &str,
+        addresses: &[String],
+        prefixes: &[String],
+    ) -> Result<(), CloudError> {
+        self.call(
+            "unassign-ips",
+            self.inner.unassign_ips(interface_id, addresses, prefixes),
+        )
+        .await
+    }
+}

@@ -1,0 +1,213 @@
+//! `ipam-operator simulate`: the real engine, the mock provider component
+//! behind a [`CloudModel`] (latency and the cloud's own rate limits), and
+//! in-memory nodes whose simulated agents start and stop pods. Runs on
+//! tokio's paused clock, so simulated minutes cost milliseconds; the caller
+//! provides that runtime (see [`run`]).
+
+pub mod agents;
+pub mod cloud_model;
+pub mod scenario;
+mod summary;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::cloud::{CloudApi, Tag};
+use crate::ipam::allocate::CLUSTER_TAG;
+use crate::ipam::cache::InstanceCache;
+use crate::ipam::engine::{Engine, EngineState};
+use crate::ipam::maintain::Maintainer;
+use crate::ipam::node::CiliumNode;
+use crate::ipam::store::MemoryNodeStore;
+use crate::limits::{LimitedCloud, LimitsConfig};
+use crate::metrics::Metrics;
+use crate::provider::{CallLimits, LoadError, ProviderConfig, ProviderRuntime, WasmProvider};
+pub use agents::AgentTick;
+pub use cloud_model::{CloudModel, Latency};
+pub use scenario::{Scenario, ScenarioError, DEFAULT_SCENARIO};
+pub use summary::{PhaseResult, Summary};
+
+const CLUSTER: &str = "sim";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("loading the provider: {0}")]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Store(#[from] crate::ipam::store::StoreError),
+    #[error("reading the final cloud state: {0}")]
+    Cloud(#[from] crate::cloud::CloudError),
+    #[error("the engine stopped: {0}")]
+    Engine(String),
+}
+
+/// A progress report, every `progress-seconds` of simulated time.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub at: Duration,
+    pub agents: AgentTick,
+    pub engine: EngineState,
+    pub cloud_calls: u64,
+    pub throttled: u64,
+}
+
+impl std::fmt::Display for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "[{:>6}s] nodes satisfied {}/{}, settled {} | pods {} running, {} pending | pool {} IPs | cloud calls {} ({} throttled) | engine: {} queued, {} running, {} passes",
+            self.at.as_secs(),
+            self.agents.satisfied,
+            self.agents.nodes,
+            self.agents.settled,
+            self.agents.pods_running,
+            self.agents.pods_pending,
+            self.agents.pool,
+            self.cloud_calls,
+            self.throttled,
+            self.engine.queued,
+            self.engine.running,
+            self.engine.passes,
+        )
+    }
+}
+
+type SimCloud = LimitedCloud<CloudModel<WasmProvider>>;
+
+/// Run `scenario` with the mock provider `module`. Must run on a
+/// current-thread runtime whose clock is paused (`start_paused(true)`), which
+/// is what makes simulated time free.
+pub async fn run(
+    runtime: &ProviderRuntime,
+    module: &[u8],
+    scenario: &Scenario,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Summary, SimulateError> {
+    let wall = std::time::Instant::now();
+    let mut config = ProviderConfig::new(scenario.mock_settings()?);
+    config.limits = CallLimits {
+        timeout: Duration::from_secs(30),
+        ..CallLimits::default()
+    };
+    let provider = runtime.load(module, config).await?;
+    let limits = LimitsConfig::aws();
+    let metrics = Arc::new(Metrics::new());
+    let cloud: Arc<SimCloud> = Arc::new(
+        LimitedCloud::new(
+            CloudModel::new(provider, scenario.latency.clone(), &limits),
+            limits,
+        )
+        .with_metrics(metrics.clone()),
+    );
+    let store = Arc::new(MemoryNodeStore::new());
+    for index in 0..scenario.nodes.count {
+        let mut spec = scenario.nodes.spec.clone();
+        spec.instance_id = Scenario::instance_id(index);
+        store.upsert(CiliumNode {
+            name: Scenario::node_name(index),
+            spec,
+            ..Default::default()
+        })?;
+    }
+    let cache = Arc::new(InstanceCache::with_reuse_cooldown(Duration::from_secs(
+        scenario.engine.reuse_cooldown_seconds,
+    )));
+    let maintainer = Arc::new(Maintainer::new(
+        cloud.clone(),
+        cache,
+        store.clone(),
+        scenario.engine_settings(CLUSTER),
+        metrics.clone(),
+    ));
+    let engine = Arc::new(Engine::new(maintainer, scenario.engine_config()));
+    let engine_state = engine.state();
+    let (stop, stopped) = watch::channel(false);
+    let running = {
+        let engine = engine.clone();
+        let mut stopped = stopped.clone();
+        tokio::spawn(async move {
+            engine
+                .run(async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                })
+                .await
+        })
+    };
+
+    let start = Instant::now();
+    let step = Duration::from_secs(scenario.agent_interval_seconds);
+    let end = Duration::from_secs(scenario.duration_seconds);
+    let mut phases: Vec<PhaseResult> = scenario
+        .workload
+        .iter()
+        .map(|p| PhaseResult {
+            at: p.at,
+            pods_per_node: p.pods_per_node,
+            satisfied_after: None,
+            settled_after: None,
+        })
+        .collect();
+    let mut next_progress = Duration::ZERO;
+    let last = loop {
+        let at = start.elapsed();
+        let last = agents::tick(&store, scenario.pods_at(at.as_secs())).await?;
+        if let Some(phase) = phases.iter_mut().rev().find(|p| p.at <= at.as_secs()) {
+            let since = at.saturating_sub(Duration::from_secs(phase.at));
+            if phase.satisfied_after.is_none() && last.satisfied == last.nodes {
+                phase.satisfied_after = Some(since);
+            }
+            if phase.settled_after.is_none() && last.settled == last.nodes {
+                phase.settled_after = Some(since);
+            }
+        }
+        if at >= next_progress || at >= end {
+            let counts = cloud.inner().counts();
+            progress(&Progress {
+                at,
+                agents: last,
+                engine: engine_state.borrow().clone(),
+                cloud_calls: counts.calls.values().sum(),
+                throttled: counts.throttled.values().sum(),
+            });
+            next_progress += Duration::from_secs(scenario.progress_seconds);
+        }
+        if at >= end || running.is_finished() {
+            break last;
+        }
+        tokio::time::sleep(step).await;
+    };
+    let _ = stop.send(true);
+    match running.await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => return Err(SimulateError::Engine(error.to_string())),
+        Err(error) => return Err(SimulateError::Engine(error.to_string())),
+    }
+
+    let provider = cloud.inner().inner();
+    let instances = provider.get_instances(&[]).await?;
+    let ours = [Tag {
+        key: CLUSTER_TAG.into(),
+        value: CLUSTER.into(),
+    }];
+    let leaked_left = provider.get_detached_interfaces(&ours).await?.len();
+    let nodes = crate::ipam::store::NodeStore::list(store.as_ref()).await?;
+    let engine_final = engine_state.borrow().clone();
+    Ok(summary::summarize(summary::Inputs {
+        scenario,
+        simulated: start.elapsed(),
+        wall: wall.elapsed(),
+        last,
+        phases,
+        instances: &instances,
+        nodes: &nodes,
+        leaked_left,
+        model: cloud.inner().counts(),
+        metrics: &metrics,
+        engine: engine_final,
+    }))
+}

@@ -131,3 +131,49 @@ async fn instance_limits_are_fetched_once_then_served_from_the_cache() {
         "an unknown type is looked up, so the fault shows"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_mutation_during_a_full_resync_is_not_overwritten_by_the_older_listing() {
+    use ipam_host::limits::LimitsConfig;
+    use ipam_host::simulate::{CloudModel, Latency};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    // Every call takes 200 ms and takes effect at 100 ms: the listing of
+    // instances is taken at 700 ms and arrives at 800 ms.
+    let latency = Latency {
+        default_ms: 200,
+        operations: Default::default(),
+    };
+    let cloud = Arc::new(CloudModel::new(
+        mock(MOCK_SETTINGS).await,
+        latency,
+        &LimitsConfig::aws(),
+    ));
+    let cache = Arc::new(InstanceCache::new());
+    cache.resync_all(cloud.as_ref()).await.unwrap();
+    let eni = cache.instance("i-0001").unwrap().interfaces[0].id.clone();
+
+    let resync = {
+        let (cloud, cache) = (cloud.clone(), cache.clone());
+        tokio::spawn(async move { cache.resync_all(cloud.as_ref()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(750)).await;
+    // The engine assigns meanwhile (straight on the mock: it takes effect now).
+    let assigned = cloud
+        .inner()
+        .assign_ips(&eni, IpRequest::Addresses(2))
+        .await
+        .unwrap();
+    cache.assigned("i-0001", &eni, &assigned);
+    resync.await.unwrap().unwrap();
+
+    let cached = cache.instance("i-0001").unwrap().interfaces[0]
+        .addresses
+        .clone();
+    assert_eq!(
+        cached, assigned.addresses,
+        "the assignment survived the resync"
+    );
+    assert_eq!(cache.snapshot(), fresh_listing(cloud.inner()).await);
+}

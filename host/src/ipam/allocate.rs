@@ -113,12 +113,13 @@ pub async fn allocate_step(
     let available =
         u32::try_from(pool_of(node, &instance, &cache.withheld()).len()).unwrap_or(u32::MAX);
     let used = u32::try_from(node.status.ipam.used.len()).unwrap_or(u32::MAX);
-    let needed = watermarks::needed(node.watermarks(), available, used);
+    // Pending pods are about to be used: the surge is part of the need.
+    let demand = used.saturating_add(pending_pods);
+    let needed = watermarks::needed(node.watermarks(), available, demand);
     if needed == 0 {
         return Ok(Step::Satisfied);
     }
-    let wanted =
-        watermarks::allocation_size(needed, node.watermarks().max_above_watermark, pending_pods);
+    let wanted = watermarks::allocation_size(needed, node.watermarks().max_above_watermark);
     let use_prefixes = settings.prefix_delegation
         && limits.prefix_delegation
         && cloud.info().capabilities.prefixes

@@ -29,6 +29,13 @@ pub struct CloudSnapshot {
     pub instances: BTreeMap<String, Instance>,
 }
 
+/// What the engine changed while a full resync was listing.
+#[derive(Default)]
+struct ResyncChanges {
+    instances: BTreeSet<String>,
+    subnets: BTreeSet<String>,
+}
+
 #[derive(Default)]
 pub struct InstanceCache {
     snapshot: RwLock<CloudSnapshot>,
@@ -36,7 +43,7 @@ pub struct InstanceCache {
     /// While a full resync is listing: the instances the engine changed
     /// meanwhile. Their cached state is newer than the listing, so the
     /// listing must not overwrite it.
-    changed_during_resync: Mutex<Option<BTreeSet<String>>>,
+    changed_during_resync: Mutex<Option<ResyncChanges>>,
     /// How long a released address stays out of every pool.
     reuse_cooldown: Duration,
     /// Addresses released (unassigned or deleted with their interface), when.
@@ -44,6 +51,36 @@ pub struct InstanceCache {
     /// Held while fetching an unknown instance type's limits, so that nodes
     /// of a new type arriving together cost one call, not one each.
     limits_fetch: tokio::sync::Mutex<()>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn released_addresses_are_withheld_for_the_cooldown() {
+        let cache = InstanceCache::with_reuse_cooldown(Duration::from_secs(30));
+        cache.unassigned(
+            "i-1",
+            "eni-1",
+            &["10.0.0.9".into()],
+            &["10.0.1.16/28".into()],
+        );
+        let withheld = cache.withheld();
+        assert!(withheld.contains("10.0.0.9"));
+        assert_eq!(
+            withheld.len(),
+            17,
+            "the address and the sixteen of the prefix"
+        );
+        tokio::time::advance(Duration::from_secs(29)).await;
+        assert_eq!(cache.withheld().len(), 17);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(cache.withheld().is_empty(), "free to use again");
+        let no_cooldown = InstanceCache::new();
+        no_cooldown.unassigned("i-1", "eni-1", &["10.0.0.9".into()], &[]);
+        assert!(no_cooldown.withheld().is_empty());
+    }
 }
 
 fn by_id<T>(items: Vec<T>, id: impl Fn(&T) -> &str) -> BTreeMap<String, T> {
@@ -102,7 +139,19 @@ impl InstanceCache {
             .unwrap_or_else(|p| p.into_inner())
             .as_mut()
         {
-            changed.insert(instance_id.to_string());
+            changed.instances.insert(instance_id.to_string());
+        }
+    }
+
+    /// Note a change to a subnet's free count, for a resync in flight.
+    fn changed_subnet(&self, subnet_id: &str) {
+        if let Some(changed) = self
+            .changed_during_resync
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            changed.subnets.insert(subnet_id.to_string());
         }
     }
 
@@ -165,7 +214,7 @@ impl InstanceCache {
         *self
             .changed_during_resync
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(BTreeSet::new());
+            .unwrap_or_else(|p| p.into_inner()) = Some(ResyncChanges::default());
         let listing = async {
             let vpcs = cloud.get_vpcs().await?;
             let subnets = cloud.get_subnets().await?;
@@ -183,15 +232,21 @@ impl InstanceCache {
         let (vpcs, subnets, security_groups, instances) = listing?;
         let mut snapshot = self.write();
         let mut instances = by_id(instances, |i| &i.id);
-        for id in &changed {
+        for id in &changed.instances {
             match snapshot.instances.get(id) {
                 Some(newer) => instances.insert(id.clone(), newer.clone()),
                 None => instances.remove(id),
             };
         }
+        let mut subnets = by_id(subnets, |s| &s.id);
+        for id in &changed.subnets {
+            if let (Some(newer), Some(listed)) = (snapshot.subnets.get(id), subnets.get_mut(id)) {
+                listed.available_addresses = newer.available_addresses;
+            }
+        }
         *snapshot = CloudSnapshot {
             vpcs: by_id(vpcs, |v| &v.id),
-            subnets: by_id(subnets, |s| &s.id),
+            subnets,
             security_groups: by_id(security_groups, |g| &g.id),
             instances,
         };
@@ -263,13 +318,15 @@ impl InstanceCache {
         Ok(limits)
     }
 
-    fn take_from_subnet(snapshot: &mut CloudSnapshot, subnet_id: &str, count: u32) {
+    fn take_from_subnet(&self, snapshot: &mut CloudSnapshot, subnet_id: &str, count: u32) {
+        self.changed_subnet(subnet_id);
         if let Some(subnet) = snapshot.subnets.get_mut(subnet_id) {
             subnet.available_addresses = subnet.available_addresses.saturating_sub(count);
         }
     }
 
-    fn return_to_subnet(snapshot: &mut CloudSnapshot, subnet_id: &str, count: u32) {
+    fn return_to_subnet(&self, snapshot: &mut CloudSnapshot, subnet_id: &str, count: u32) {
+        self.changed_subnet(subnet_id);
         if let Some(subnet) = snapshot.subnets.get_mut(subnet_id) {
             subnet.available_addresses = subnet.available_addresses.saturating_add(count);
         }
@@ -280,7 +337,7 @@ impl InstanceCache {
         self.changed(instance_id);
         let mut snapshot = self.write();
         let taken = 1 + addresses_taken(interface.addresses.len(), interface.prefixes.len());
-        Self::take_from_subnet(&mut snapshot, &interface.subnet_id, taken);
+        self.take_from_subnet(&mut snapshot, &interface.subnet_id, taken);
         if let Some(instance) = snapshot.instances.get_mut(instance_id) {
             instance.interfaces.retain(|i| i.id != interface.id);
             instance.interfaces.push(interface);
@@ -305,7 +362,7 @@ impl InstanceCache {
             return;
         };
         let taken = addresses_taken(assigned.addresses.len(), assigned.prefixes.len());
-        Self::take_from_subnet(&mut snapshot, &subnet_id, taken);
+        self.take_from_subnet(&mut snapshot, &subnet_id, taken);
     }
 
     /// Record a successful unassign-ips.
@@ -341,7 +398,7 @@ impl InstanceCache {
         else {
             return;
         };
-        Self::return_to_subnet(&mut snapshot, &subnet_id, freed);
+        self.return_to_subnet(&mut snapshot, &subnet_id, freed);
     }
 
     /// Record a successful delete-interface.
@@ -362,7 +419,7 @@ impl InstanceCache {
             return;
         };
         let freed = 1 + addresses_taken(removed.addresses.len(), removed.prefixes.len());
-        Self::return_to_subnet(&mut snapshot, &removed.subnet_id, freed);
+        self.return_to_subnet(&mut snapshot, &removed.subnet_id, freed);
         drop(snapshot);
         self.remember_released(pool_addresses(&removed, true));
     }

@@ -180,7 +180,9 @@ impl Engine {
                 }
                 schedule.due(Instant::now());
                 while schedule.running() < self.config.max_concurrent_nodes {
-                    let Some(name) = schedule.start_next() else { break };
+                    let Some(name) = schedule.start_next() else {
+                        break;
+                    };
                     self.spawn_node(&mut jobs, name);
                 }
             }

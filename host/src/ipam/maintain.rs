@@ -132,7 +132,11 @@ impl Maintainer {
         let node = self.node(name).await?;
         let available = u32::try_from(node.spec.ipam.pool.len()).unwrap_or(u32::MAX);
         let used = u32::try_from(node.status.ipam.used.len()).unwrap_or(u32::MAX);
-        let needed = watermarks::needed(node.watermarks(), available, used);
+        let needed = watermarks::needed(
+            node.watermarks(),
+            available,
+            used.saturating_add(pending_pods),
+        );
         let release_pending = node
             .status
             .ipam

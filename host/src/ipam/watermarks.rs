@@ -48,13 +48,12 @@ pub fn excess(w: Watermarks, available: u32, used: u32) -> u32 {
     (available - used - pre - i64::from(w.max_above_watermark)).max(0) as u32
 }
 
-/// How many to ask for in one allocation: the need, plus max-above-watermark,
-/// plus a surge for pods pending beyond the need.
-pub fn allocation_size(needed: u32, max_above_watermark: u32, pending_pods: u32) -> u32 {
-    let surge = pending_pods.saturating_sub(needed);
-    needed
-        .saturating_add(max_above_watermark)
-        .saturating_add(surge)
+/// How many to ask for in one allocation: the need plus max-above-watermark.
+/// Pods pending on the node (the surge) are part of the need: the caller
+/// counts them as used, so a burst of pods is served in one allocation and
+/// max-allocate still caps it.
+pub fn allocation_size(needed: u32, max_above_watermark: u32) -> u32 {
+    needed.saturating_add(max_above_watermark)
 }
 
 #[cfg(test)]
@@ -178,19 +177,18 @@ mod tests {
     }
 
     #[test]
-    fn allocation_size_adds_watermark_and_surge() {
-        assert_eq!(allocation_size(3, 0, 0), 3);
-        assert_eq!(allocation_size(3, 2, 0), 5);
-        assert_eq!(
-            allocation_size(3, 2, 10),
-            12,
-            "seven pods pending beyond the need"
-        );
-        assert_eq!(
-            allocation_size(3, 0, 2),
-            3,
-            "pending pods within the need add nothing"
-        );
-        assert_eq!(allocation_size(u32::MAX, 1, 0), u32::MAX);
+    fn allocation_size_adds_the_watermark() {
+        assert_eq!(allocation_size(3, 0), 3);
+        assert_eq!(allocation_size(3, 2), 5);
+        assert_eq!(allocation_size(u32::MAX, 1), u32::MAX);
+    }
+
+    #[test]
+    fn pending_pods_counted_as_used_make_the_surge_within_max_allocate() {
+        let wm = w(8, 0, 0, 0);
+        // 10 available, none used, 15 pods pending: 15 + 8 - 10 more.
+        assert_eq!(needed(wm, 10, 15), 13);
+        let capped = w(8, 0, 20, 0);
+        assert_eq!(needed(capped, 10, 15), 10, "never above max-allocate");
     }
 }

@@ -1,5 +1,5 @@
 //! [`CloudModel`]: what a real cloud adds around the mock provider's state
-//! machine: each operation takes time, and the cloud keeps its own token
+//! machine: each operation takes time (and takes effect halfway through), and the cloud keeps its own token
 //! buckets, refusing a call with `throttled` (EC2's RequestLimitExceeded)
 //! when its bucket is empty. With tokio's paused clock the latencies cost no
 //! wall time, so a simulated hour runs in seconds.
@@ -148,8 +148,13 @@ impl<C: CloudApi> CloudModel<C> {
         Fut: std::future::Future<Output = Result<T, CloudError>>,
     {
         self.admit(operation)?;
-        tokio::time::sleep(self.latency.of(operation)).await;
-        call.await
+        // The call takes effect halfway: a listing is as old as half its
+        // latency when it arrives, as a real cloud's is.
+        let half = self.latency.of(operation) / 2;
+        tokio::time::sleep(half).await;
+        let result = call.await;
+        tokio::time::sleep(half).await;
+        result
     }
 }
 

@@ -1,0 +1,302 @@
+//! The engine loop end to end, on tokio's paused clock: the real mock
+//! component, the in-memory node store, simulated agents.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{engine_settings, mock, runtime, MOCK_SETTINGS};
+use ipam_host::cloud::CloudApi;
+use ipam_host::ipam::cache::InstanceCache;
+use ipam_host::ipam::engine::{Engine, EngineConfig};
+use ipam_host::ipam::maintain::{EngineSettings, Maintainer};
+use ipam_host::ipam::node::CiliumNode;
+use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
+use ipam_host::limits::{LimitedCloud, LimitsConfig};
+use ipam_host::metrics::Metrics;
+use ipam_host::provider::WasmProvider;
+use ipam_host::simulate::{self, agents, Scenario, DEFAULT_SCENARIO};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+const MUTATING: [&str; 4] = [
+    "create-interface",
+    "delete-interface",
+    "assign-ips",
+    "unassign-ips",
+];
+
+fn node(name: &str, instance: &str, pre: u32) -> CiliumNode {
+    let mut node = CiliumNode {
+        name: name.into(),
+        ..Default::default()
+    };
+    node.spec.instance_id = instance.into();
+    node.spec.ipam.pre_allocate = Some(pre);
+    node
+}
+
+/// An engine running in the background over `cloud` and `store`, with its
+/// own cache and metrics, stopped when the returned sender says so.
+struct Running {
+    engine: Arc<Engine>,
+    metrics: Arc<Metrics>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+fn start(
+    cloud: Arc<dyn CloudApi>,
+    store: Arc<MemoryNodeStore>,
+    settings: EngineSettings,
+    metrics: Arc<Metrics>,
+) -> Running {
+    let maintainer = Maintainer::new(
+        cloud,
+        Arc::new(InstanceCache::new()),
+        store,
+        settings,
+        metrics.clone(),
+    );
+    let config = EngineConfig {
+        release_recheck: Duration::from_secs(5),
+        ..EngineConfig::default()
+    };
+    let engine = Arc::new(Engine::new(Arc::new(maintainer), config));
+    let (stop, mut stopped) = watch::channel(false);
+    let task = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .run(async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                })
+                .await
+                .expect("the engine runs until stopped");
+        })
+    };
+    Running {
+        engine,
+        metrics,
+        stop,
+        task,
+    }
+}
+
+impl Running {
+    async fn ready(&self) {
+        let mut state = self.engine.state();
+        tokio::time::timeout(Duration::from_secs(600), state.wait_for(|s| s.ready))
+            .await
+            .expect("ready within 10 simulated minutes")
+            .expect("engine alive");
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        self.task.await.expect("engine task");
+    }
+
+    fn mutating_calls(&self) -> u64 {
+        MUTATING.iter().map(|op| self.metrics.api_calls(op)).sum()
+    }
+}
+
+fn limited(cloud: WasmProvider, metrics: &Arc<Metrics>) -> Arc<dyn CloudApi> {
+    Arc::new(LimitedCloud::new(cloud, LimitsConfig::aws()).with_metrics(metrics.clone()))
+}
+
+/// Let the agents act every 5 simulated seconds until `done` holds for every
+/// node (at most `limit`); the ticks it took.
+async fn agents_until(
+    store: &MemoryNodeStore,
+    pods: u32,
+    limit: Duration,
+    done: fn(&CiliumNode, u32) -> bool,
+) -> u32 {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut ticks = 0;
+    loop {
+        agents::tick(store, pods).await.unwrap();
+        ticks += 1;
+        let nodes = store.list().await.unwrap();
+        if nodes.iter().all(|n| done(n, store.pending_pods(&n.name))) {
+            return ticks;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not done in {limit:?}: {:?}",
+            nodes
+                .iter()
+                .map(|n| (&n.name, n.spec.ipam.pool.len(), n.status.ipam.used.len()))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn nodes_converge_publish_their_interfaces_and_show_in_metrics() {
+    let store = Arc::new(MemoryNodeStore::new());
+    store.upsert(node("n1", "i-0001", 8)).unwrap();
+    store.upsert(node("n2", "i-0002", 12)).unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let first = start(
+        limited(mock(MOCK_SETTINGS).await, &metrics),
+        store.clone(),
+        engine_settings(false),
+        metrics,
+    );
+    first.ready().await;
+    agents_until(&store, 3, Duration::from_secs(300), agents::settled).await;
+    for (name, pre) in [("n1", 8), ("n2", 12)] {
+        let n = store.get(name).await.unwrap().unwrap();
+        assert_eq!(
+            n.spec.ipam.pool.len() - n.status.ipam.used.len(),
+            pre,
+            "{name}"
+        );
+        assert!(
+            !n.status.eni.enis.is_empty(),
+            "{name}: interfaces published"
+        );
+    }
+    assert!(first.mutating_calls() > 0);
+    let text = first.metrics.encode();
+    assert!(
+        text.contains("cilium_operator_ipam_nodes{category=\"total\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cilium_operator_ipam_available_ips{target_node=\"n2\"} 15"),
+        "{text}"
+    );
+    assert!(text.contains("cilium_operator_ipam_api_duration_seconds_count{operation=\"assign-ips\",response_code=\"ok\"}"));
+    first.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_over_satisfied_nodes_makes_zero_mutating_calls() {
+    let cloud: Arc<WasmProvider> = Arc::new(mock(MOCK_SETTINGS).await);
+    let store = Arc::new(MemoryNodeStore::new());
+    store.upsert(node("n1", "i-0001", 8)).unwrap();
+    store.upsert(node("n3", "i-0003", 4)).unwrap();
+    let first_metrics = Arc::new(Metrics::new());
+    let first = start(
+        Arc::new(
+            LimitedCloud::new(cloud.clone(), LimitsConfig::aws())
+                .with_metrics(first_metrics.clone()),
+        ),
+        store.clone(),
+        engine_settings(false),
+        first_metrics,
+    );
+    first.ready().await;
+    agents_until(&store, 2, Duration::from_secs(300), agents::settled).await;
+    assert!(first.mutating_calls() > 0);
+    first.stop().await;
+
+    let second_metrics = Arc::new(Metrics::new());
+    let second = start(
+        Arc::new(
+            LimitedCloud::new(cloud.clone(), LimitsConfig::aws())
+                .with_metrics(second_metrics.clone()),
+        ),
+        store.clone(),
+        engine_settings(false),
+        second_metrics,
+    );
+    second.ready().await;
+    // A few resyncs and agent rounds later, still nothing changed.
+    agents_until(&store, 2, Duration::from_secs(5), agents::settled).await;
+    tokio::time::sleep(Duration::from_secs(180)).await;
+    assert_eq!(second.mutating_calls(), 0, "{}", second.metrics.encode());
+    assert!(
+        second.metrics.api_calls("get-instances") >= 3,
+        "resyncs ran"
+    );
+    second.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn excess_goes_through_the_handshake_and_unneeded_interfaces_are_freed() {
+    // t3.small: 3 addresses per interface for pods, interfaces 1 and 2.
+    let cloud = Arc::new(mock(MOCK_SETTINGS).await);
+    let store = Arc::new(MemoryNodeStore::new());
+    let mut n3 = node("n3", "i-0003", 2);
+    n3.spec.eni.first_interface_index = Some(1);
+    store.upsert(n3).unwrap();
+    let mut settings = engine_settings(false);
+    settings.free_interfaces = true;
+    settings.release_delay = Duration::from_secs(30);
+    let metrics = Arc::new(Metrics::new());
+    let running = start(cloud.clone(), store.clone(), settings, metrics);
+    running.ready().await;
+    // Four pods: 4 used + 2 free needs both pod interfaces.
+    agents_until(&store, 4, Duration::from_secs(300), agents::settled).await;
+    let interfaces = || async {
+        cloud.get_instances(&["i-0003".into()]).await.unwrap()[0]
+            .interfaces
+            .len()
+    };
+    assert_eq!(interfaces().await, 3);
+    // Pods go; the agent answers the handshake; the emptier interface goes.
+    agents_until(&store, 0, Duration::from_secs(600), agents::settled).await;
+    assert_eq!(interfaces().await, 2, "one interface freed whole");
+    let n3 = store.get("n3").await.unwrap().unwrap();
+    assert_eq!(n3.spec.ipam.pool.len(), 2, "pre-allocate kept");
+    assert!(running.metrics.interface_deletion_ops.get() >= 1);
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pending_pods_are_allocated_in_one_surge() {
+    let cloud = Arc::new(mock(MOCK_SETTINGS).await);
+    let store = Arc::new(MemoryNodeStore::new());
+    store.upsert(node("n1", "i-0001", 8)).unwrap();
+    store.set_pending_pods("n1", 15).unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let maintainer = Maintainer::new(
+        cloud,
+        Arc::new(InstanceCache::new()),
+        store.clone(),
+        engine_settings(false),
+        metrics,
+    );
+    let pass = maintainer.maintain("n1", 15).await.unwrap();
+    let n1 = store.get("n1").await.unwrap().unwrap();
+    // Without the surge the node would hold 8; with it, the 15 pods and the
+    // pre-allocation on top, in one pass.
+    assert_eq!(n1.spec.ipam.pool.len(), 23, "{pass:?}");
+    assert_eq!(pass.needed, 0);
+}
+
+#[test]
+fn the_default_simulation_runs_allocation_release_and_gc_and_ends_healthy() {
+    let scenario = Scenario::parse(DEFAULT_SCENARIO).unwrap();
+    let module = common::component("mock");
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let mut lines = 0;
+    let summary = tokio
+        .block_on(simulate::run(runtime(), &module, &scenario, &mut |_| {
+            lines += 1
+        }))
+        .unwrap();
+    assert!(summary.healthy(), "{summary}");
+    assert!(lines > 5, "progress was shown");
+    assert!(summary.interfaces_created > 0, "{summary}");
+    assert!(
+        summary.interfaces_deleted >= 3,
+        "freed when pods left, and the two leaks collected: {summary}"
+    );
+    assert_eq!(summary.leaked_left, 0);
+    assert!(
+        summary.calls.get("unassign-ips").is_some_and(|c| c.0 > 0),
+        "{summary}"
+    );
+}

@@ -53,36 +53,6 @@ pub struct InstanceCache {
     limits_fetch: tokio::sync::Mutex<()>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn released_addresses_are_withheld_for_the_cooldown() {
-        let cache = InstanceCache::with_reuse_cooldown(Duration::from_secs(30));
-        cache.unassigned(
-            "i-1",
-            "eni-1",
-            &["10.0.0.9".into()],
-            &["10.0.1.16/28".into()],
-        );
-        let withheld = cache.withheld();
-        assert!(withheld.contains("10.0.0.9"));
-        assert_eq!(
-            withheld.len(),
-            17,
-            "the address and the sixteen of the prefix"
-        );
-        tokio::time::advance(Duration::from_secs(29)).await;
-        assert_eq!(cache.withheld().len(), 17);
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert!(cache.withheld().is_empty(), "free to use again");
-        let no_cooldown = InstanceCache::new();
-        no_cooldown.unassigned("i-1", "eni-1", &["10.0.0.9".into()], &[]);
-        assert!(no_cooldown.withheld().is_empty());
-    }
-}
-
 fn by_id<T>(items: Vec<T>, id: impl Fn(&T) -> &str) -> BTreeMap<String, T> {
     items
         .into_iter()
@@ -422,5 +392,35 @@ impl InstanceCache {
         self.return_to_subnet(&mut snapshot, &removed.subnet_id, freed);
         drop(snapshot);
         self.remember_released(pool_addresses(&removed, true));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn released_addresses_are_withheld_for_the_cooldown() {
+        let cache = InstanceCache::with_reuse_cooldown(Duration::from_secs(30));
+        cache.unassigned(
+            "i-1",
+            "eni-1",
+            &["10.0.0.9".into()],
+            &["10.0.1.16/28".into()],
+        );
+        let withheld = cache.withheld();
+        assert!(withheld.contains("10.0.0.9"));
+        assert_eq!(
+            withheld.len(),
+            17,
+            "the address and the sixteen of the prefix"
+        );
+        tokio::time::advance(Duration::from_secs(29)).await;
+        assert_eq!(cache.withheld().len(), 17);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(cache.withheld().is_empty(), "free to use again");
+        let no_cooldown = InstanceCache::new();
+        no_cooldown.unassigned("i-1", "eni-1", &["10.0.0.9".into()], &[]);
+        assert!(no_cooldown.withheld().is_empty());
     }
 }

@@ -135,6 +135,12 @@ pub async fn allocate_step(
         &exclude,
     ) {
         let id = choice.interface.id.clone();
+        // Never ask the subnet for more than it has (as last seen).
+        let subnet_free = subnets
+            .iter()
+            .find(|s| s.id == choice.interface.subnet_id)
+            .map_or(u32::MAX, |s| s.available_addresses);
+        let wanted = wanted.min(subnet_free);
         let request = ip_request(use_prefixes, wanted, choice.free_slots);
         let assigned = match cloud.assign_ips(&id, request).await {
             Err(e)

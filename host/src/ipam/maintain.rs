@@ -126,10 +126,11 @@ impl Maintainer {
     }
 
     /// One pass: allocate until satisfied or blocked, then a release round.
+    /// The node is read once; every write returns it as it is afterwards.
     pub async fn maintain(&self, name: &str, pending_pods: u32) -> Result<NodePass, MaintainError> {
-        let steps = self.allocate(name, pending_pods).await?;
-        let release = self.release(name, Instant::now()).await?;
         let node = self.node(name).await?;
+        let (steps, node) = self.allocate_node(node, pending_pods).await?;
+        let (release, node) = self.release_node(node, Instant::now()).await?;
         let available = u32::try_from(node.spec.ipam.pool.len()).unwrap_or(u32::MAX);
         let used = u32::try_from(node.status.ipam.used.len()).unwrap_or(u32::MAX);
         let needed = watermarks::needed(
@@ -172,9 +173,19 @@ impl Maintainer {
         name: &str,
         pending_pods: u32,
     ) -> Result<Vec<Step>, MaintainError> {
+        let node = self.node(name).await?;
+        Ok(self.allocate_node(node, pending_pods).await?.0)
+    }
+
+    /// [`Maintainer::allocate`] from the node as read; the steps and the node
+    /// as it is afterwards.
+    pub(super) async fn allocate_node(
+        &self,
+        mut node: CiliumNode,
+        pending_pods: u32,
+    ) -> Result<(Vec<Step>, CiliumNode), MaintainError> {
         let mut steps = Vec::new();
         for _ in 0..self.settings.max_steps.max(1) {
-            let node = self.node(name).await?;
             let started = Instant::now();
             let result = allocate_step(
                 self.cloud.as_ref(),
@@ -190,22 +201,25 @@ impl Maintainer {
                 Step::Blocked(reason) => reason.clone(),
                 _ => String::new(),
             };
-            self.publish(&node, Some(error)).await?;
+            if let Some(updated) = self.publish(&node, Some(error)).await? {
+                node = updated;
+            }
             let done = matches!(step, Step::Satisfied | Step::Blocked(_));
             steps.push(step);
             if done {
                 break;
             }
         }
-        Ok(steps)
+        Ok((steps, node))
     }
 
-    /// Write what changed of the node's pool, interfaces and operator status.
+    /// Write what changed of the node's pool, interfaces and operator status;
+    /// the node as it is afterwards, if anything was written.
     pub(super) async fn publish(
         &self,
         node: &CiliumNode,
         operator_error: Option<String>,
-    ) -> Result<(), MaintainError> {
+    ) -> Result<Option<CiliumNode>, MaintainError> {
         let mut update = NodeUpdate::default();
         if let Some(instance) = self.cache.instance(&node.spec.instance_id) {
             let pool = pool_of(node, &instance, &self.cache.withheld());
@@ -222,10 +236,10 @@ impl Maintainer {
                 update.operator_error = Some(error);
             }
         }
-        if update != NodeUpdate::default() {
-            self.store.update(&node.name, &update).await?;
+        if update == NodeUpdate::default() {
+            return Ok(None);
         }
-        Ok(())
+        Ok(Some(self.store.update(&node.name, &update).await?))
     }
 
     /// status.eni.enis: what cilium-agent needs of each interface to route

@@ -121,8 +121,20 @@ impl Maintainer {
     /// One release round for a node at `now`.
     pub async fn release(&self, name: &str, now: Instant) -> Result<ReleaseRound, MaintainError> {
         let node = self.node(name).await?;
+        Ok(self.release_node(node, now).await?.0)
+    }
+
+    /// [`Maintainer::release`] from the node as read; the round and the node
+    /// as it is afterwards.
+    pub(super) async fn release_node(
+        &self,
+        node: CiliumNode,
+        now: Instant,
+    ) -> Result<(ReleaseRound, CiliumNode), MaintainError> {
+        let name = node.name.clone();
+        let name = name.as_str();
         let Some(instance) = self.cache.instance(&node.spec.instance_id) else {
-            return Ok(ReleaseRound::default());
+            return Ok((ReleaseRound::default(), node));
         };
         let capabilities = self.cloud.info().capabilities;
         let pool = pool_of(&node, &instance, &self.cache.withheld());
@@ -175,17 +187,20 @@ impl Maintainer {
             states.insert(ip.clone(), Some(RELEASED.to_string()));
         }
         let changed = !round.released.is_empty() || !round.freed_interfaces.is_empty();
+        let mut node = node;
         if !states.is_empty() {
             let update = super::store::NodeUpdate {
                 release_ips: states,
                 ..Default::default()
             };
-            self.store.update(name, &update).await?;
+            node = self.store.update(name, &update).await?;
         }
         if changed {
-            self.publish(&self.node(name).await?, None).await?;
+            if let Some(updated) = self.publish(&node, None).await? {
+                node = updated;
+            }
         }
-        Ok(round)
+        Ok((round, node))
     }
 
     async fn free_interface(

@@ -14,6 +14,9 @@ pub struct AddressPool {
     network: u32,
     size: u32,
     taken: BTreeSet<u32>,
+    /// Every usable address below this is taken: the search for the lowest
+    /// free address starts here, so filling a large subnet stays linear.
+    low_water: u32,
 }
 
 /// Parse "a.b.c.d/n" into (network address, prefix length).
@@ -46,6 +49,7 @@ impl AddressPool {
             network,
             size: 1 << (32 - len),
             taken: BTreeSet::new(),
+            low_water: network + RESERVED_AT_START,
         })
     }
 
@@ -65,14 +69,17 @@ impl AddressPool {
 
     /// The lowest free address.
     pub fn take_any(&mut self) -> Option<Ipv4Addr> {
-        let addr = (self.network + RESERVED_AT_START..self.network + self.size - 1)
-            .find(|a| !self.taken.contains(a))?;
+        let addr = (self.low_water..self.network + self.size - 1).find(|a| !self.taken.contains(a))?;
         self.taken.insert(addr);
+        self.low_water = addr + 1;
         Some(Ipv4Addr::from(addr))
     }
 
     pub fn release(&mut self, addr: Ipv4Addr) {
-        self.taken.remove(&u32::from(addr));
+        let addr = u32::from(addr);
+        if self.taken.remove(&addr) {
+            self.low_water = self.low_water.min(addr);
+        }
     }
 
     fn block_free(&self, start: u32) -> bool {
@@ -99,6 +106,7 @@ impl AddressPool {
         for a in start..start + PREFIX_SIZE {
             self.taken.remove(&a);
         }
+        self.low_water = self.low_water.min(start.max(self.network + RESERVED_AT_START));
     }
 }
 
@@ -135,6 +143,21 @@ mod tests {
         assert_eq!(pool.free_prefixes(), 0);
         assert!(pool.available() > 0);
         assert_eq!(pool.take_prefix(), None);
+    }
+
+    #[test]
+    fn the_lowest_free_address_comes_back_after_a_release() {
+        let mut pool = AddressPool::new("10.0.0.0/24").unwrap();
+        let a = pool.take_any().unwrap();
+        let b = pool.take_any().unwrap();
+        assert_eq!((a, b), (Ipv4Addr::new(10, 0, 0, 4), Ipv4Addr::new(10, 0, 0, 5)));
+        pool.release(a);
+        assert_eq!(pool.take_any(), Some(a));
+        assert_eq!(pool.take_any(), Some(Ipv4Addr::new(10, 0, 0, 6)));
+        let p = pool.take_prefix().unwrap();
+        pool.release_prefix(p);
+        assert!(pool.take(Ipv4Addr::new(10, 0, 0, 7)));
+        assert_eq!(pool.take_any(), Some(Ipv4Addr::new(10, 0, 0, 8)));
     }
 
     #[test]

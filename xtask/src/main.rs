@@ -14,9 +14,10 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   providers   build the provider components into target/components/
-  run         build them and run the main job (conformance of the mock provider)
+  run         build them and run the main job: `ipam-operator simulate` on its
+              embedded default scenario (extra arguments go to ipam-operator)
   test        build them and run fmt, clippy and every test
-  bench       build them and run the provider benchmarks
+  bench       build them and run the benchmarks (provider runtime, engine)
 
 environment:
   IPAM_WASM_TOOLCHAIN=auto|rustup|debian   how to build wasm32-wasip2 (default auto)
@@ -95,7 +96,7 @@ fn run_main_job(extra: &[String]) -> Result<(), String> {
         "--",
     ]);
     if extra.is_empty() {
-        cargo.args(["provider", "conformance", "mock"]);
+        cargo.args(["simulate"]);
     } else {
         cargo.args(extra);
     }

@@ -69,7 +69,8 @@ impl AddressPool {
 
     /// The lowest free address.
     pub fn take_any(&mut self) -> Option<Ipv4Addr> {
-        let addr = (self.low_water..self.network + self.size - 1).find(|a| !self.taken.contains(a))?;
+        let addr =
+            (self.low_water..self.network + self.size - 1).find(|a| !self.taken.contains(a))?;
         self.taken.insert(addr);
         self.low_water = addr + 1;
         Some(Ipv4Addr::from(addr))
@@ -106,7 +107,9 @@ impl AddressPool {
         for a in start..start + PREFIX_SIZE {
             self.taken.remove(&a);
         }
-        self.low_water = self.low_water.min(start.max(self.network + RESERVED_AT_START));
+        self.low_water = self
+            .low_water
+            .min(start.max(self.network + RESERVED_AT_START));
     }
 }
 
@@ -150,7 +153,10 @@ mod tests {
         let mut pool = AddressPool::new("10.0.0.0/24").unwrap();
         let a = pool.take_any().unwrap();
         let b = pool.take_any().unwrap();
-        assert_eq!((a, b), (Ipv4Addr::new(10, 0, 0, 4), Ipv4Addr::new(10, 0, 0, 5)));
+        assert_eq!(
+            (a, b),
+            (Ipv4Addr::new(10, 0, 0, 4), Ipv4Addr::new(10, 0, 0, 5))
+        );
         pool.release(a);
         assert_eq!(pool.take_any(), Some(a));
         assert_eq!(pool.take_any(), Some(Ipv4Addr::new(10, 0, 0, 6)));

@@ -5,6 +5,7 @@
 pub mod cloud;
 pub mod conformance;
 pub mod ipam;
+pub mod k8s;
 pub mod limits;
 pub mod metrics;
 pub mod provider;

@@ -1,0 +1,404 @@
+//! The Kubernetes layer against a fake API server behind kube's mock
+//! service: the CiliumNode store, merge patches, the release handshake
+//! through status, leader election and handover.
+
+mod common;
+mod fake_apiserver;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{engine_settings, mock, MOCK_SETTINGS};
+use fake_apiserver::{FakeApiServer, CILIUMNODES};
+use http::Method;
+use ipam_host::ipam::engine::EngineConfig;
+use ipam_host::ipam::maintain::Maintainer;
+use ipam_host::ipam::store::{NodeStore, NodeUpdate};
+use ipam_host::k8s::lease::{LeaderElection, LeaseConfig};
+use ipam_host::k8s::operator::Operator;
+use ipam_host::k8s::store::KubeNodeStore;
+use ipam_host::metrics::Metrics;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+/// A CiliumNode as cilium-agent registers it, with fields this operator
+/// does not model.
+fn agent_node(name: &str, instance: &str, pre: u32) -> Value {
+    json!({
+        "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": "u-1"}]},
+        "spec": {"instance-id": instance,
+                 "addresses": [{"ip": "10.0.0.4", "type": "InternalIP"}],
+                 "health": {"ipv4": "10.200.0.7"},
+                 "encryption": {"key": 3},
+                 "ipam": {"pre-allocate": pre},
+                 "eni": {"first-interface-index": 0, "vpc-id": "vpc-0a1"}},
+        "status": {"ipam": {"used": {}}, "eni": {}, "agent-specific": {"x": 1}}
+    })
+}
+
+async fn synced_store(client: kube::Client, manager: &str) -> Arc<KubeNodeStore> {
+    let store = Arc::new(KubeNodeStore::new(client, manager));
+    tokio::spawn(store.clone().run());
+    let mut synced = store.synced();
+    tokio::time::timeout(Duration::from_secs(10), synced.wait_for(|s| *s))
+        .await
+        .expect("synced in time")
+        .expect("store alive");
+    store
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..400 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn pool_len(server: &FakeApiServer, name: &str) -> usize {
+    server
+        .get(CILIUMNODES, name)
+        .and_then(|n| n["spec"]["ipam"]["pool"].as_object().map(|p| p.len()))
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_new_ciliumnode_gets_its_pool_and_interfaces_and_unknown_fields_survive() {
+    let (client, server) = FakeApiServer::start();
+    let store = synced_store(client, "ipam-operator").await;
+    server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
+    eventually("the store sees n1", || {
+        futures::executor::block_on(store.get("n1"))
+            .ok()
+            .flatten()
+            .is_some()
+    })
+    .await;
+    let maintainer = maintainer(store.clone(), engine_settings(false)).await;
+    maintainer.maintain("n1", 0).await.unwrap();
+
+    let n1 = server.get(CILIUMNODES, "n1").unwrap();
+    assert_eq!(
+        n1["spec"]["ipam"]["pool"].as_object().map(|p| p.len()),
+        Some(8)
+    );
+    assert!(
+        n1["status"]["eni"]["enis"]
+            .as_object()
+            .is_some_and(|e| !e.is_empty()),
+        "{n1}"
+    );
+    // Everything the agent wrote is still there.
+    assert_eq!(n1["spec"]["health"]["ipv4"], "10.200.0.7");
+    assert_eq!(n1["spec"]["encryption"]["key"], 3);
+    assert_eq!(n1["spec"]["addresses"][0]["ip"], "10.0.0.4");
+    assert_eq!(n1["status"]["agent-specific"]["x"], 1);
+    assert_eq!(n1["metadata"]["labels"]["kubernetes.io/hostname"], "n1");
+    // Written as merge patches by the operator's field manager.
+    let patches: Vec<_> = server.writes();
+    assert!(!patches.is_empty());
+    assert!(
+        patches
+            .iter()
+            .all(|w| w.method == Method::PATCH && w.query.contains("fieldManager=ipam-operator")),
+        "{patches:?}"
+    );
+}
+
+/// A maintainer over the mock cloud and `store`, its cache filled.
+async fn maintainer(
+    store: Arc<KubeNodeStore>,
+    settings: ipam_host::ipam::maintain::EngineSettings,
+) -> Maintainer {
+    let cloud = Arc::new(mock(MOCK_SETTINGS).await);
+    let cache = Arc::new(ipam_host::ipam::cache::InstanceCache::new());
+    cache.resync_all(cloud.as_ref()).await.unwrap();
+    Maintainer::new(cloud, cache, store, settings, Arc::new(Metrics::new()))
+}
+
+#[tokio::test]
+async fn a_conflict_is_retried_and_the_agents_concurrent_change_survives() {
+    let (client, server) = FakeApiServer::start();
+    server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
+    let store = synced_store(client, "ipam-operator").await;
+    // The agent writes status.ipam.used; the operator has not seen it yet
+    // when it writes its own fields, and the server answers 409 twice.
+    server.patch(
+        CILIUMNODES,
+        "n1",
+        &json!({"status": {"ipam": {"used": {"10.0.0.9": {"owner": "default/web"}}}}}),
+    );
+    server.conflict_next_patches(2);
+    let update = NodeUpdate {
+        release_ips: [(
+            "10.0.0.10".to_string(),
+            Some("marked-for-release".to_string()),
+        )]
+        .into(),
+        operator_error: Some("subnet full".into()),
+        ..Default::default()
+    };
+    let node = store
+        .update("n1", &update)
+        .await
+        .expect("retried past the conflicts");
+    assert_eq!(
+        node.status.ipam.release_ips["10.0.0.10"],
+        "marked-for-release"
+    );
+    let n1 = server.get(CILIUMNODES, "n1").unwrap();
+    assert_eq!(
+        n1["status"]["ipam"]["used"]["10.0.0.9"]["owner"], "default/web",
+        "the agent's write survived"
+    );
+    assert_eq!(
+        n1["status"]["ipam"]["operator-status"]["error"],
+        "subnet full"
+    );
+    let status_patches = server
+        .writes()
+        .into_iter()
+        .filter(|w| w.path.ends_with("/n1/status"))
+        .count();
+    assert_eq!(status_patches, 3, "two conflicts, then success");
+    // An unknown node is NotFound, not a retry loop.
+    assert!(matches!(
+        store.update("nope", &update).await,
+        Err(ipam_host::ipam::store::StoreError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn the_release_handshake_round_trips_through_status_release_ips() {
+    let (client, server) = FakeApiServer::start();
+    server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
+    let store = synced_store(client, "ipam-operator").await;
+    let mut settings = engine_settings(false);
+    settings.release_delay = Duration::ZERO;
+    let maintainer = maintainer(store.clone(), settings).await;
+    maintainer.maintain("n1", 0).await.unwrap();
+    assert_eq!(pool_len(&server, "n1"), 8);
+
+    // The node's owner lowers pre-allocate: 6 addresses are excess and marked.
+    server.patch(
+        CILIUMNODES,
+        "n1",
+        &json!({"spec": {"ipam": {"pre-allocate": 2}}}),
+    );
+    let seen = |store: &Arc<KubeNodeStore>, f: fn(&ipam_host::ipam::node::CiliumNode) -> bool| {
+        futures::executor::block_on(store.get("n1"))
+            .ok()
+            .flatten()
+            .is_some_and(|n| f(&n))
+    };
+    eventually("the store sees pre-allocate 2", || {
+        seen(&store, |n| n.spec.ipam.pre_allocate == Some(2))
+    })
+    .await;
+    maintainer
+        .release("n1", tokio::time::Instant::now())
+        .await
+        .unwrap();
+    let marked: Vec<String> = server.get(CILIUMNODES, "n1").unwrap()["status"]["ipam"]
+        ["release-ips"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(_, v)| *v == "marked-for-release")
+                .map(|(k, _)| k.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(marked.len(), 6);
+
+    // The agent answers through status; the operator releases and says so.
+    let answers: serde_json::Map<String, Value> = marked
+        .iter()
+        .map(|ip| (ip.clone(), json!("ready-for-release")))
+        .collect();
+    server.patch(
+        CILIUMNODES,
+        "n1",
+        &json!({"status": {"ipam": {"release-ips": answers}}}),
+    );
+    eventually("the store sees the answers", || {
+        seen(&store, |n| {
+            n.status
+                .ipam
+                .release_ips
+                .values()
+                .all(|s| s == "ready-for-release")
+        })
+    })
+    .await;
+    let round = maintainer
+        .release("n1", tokio::time::Instant::now())
+        .await
+        .unwrap();
+    assert_eq!(round.released.len(), 6);
+    let n1 = server.get(CILIUMNODES, "n1").unwrap();
+    for ip in &marked {
+        assert_eq!(n1["status"]["ipam"]["release-ips"][ip], "released");
+        assert!(
+            n1["spec"]["ipam"]["pool"].get(ip).is_none(),
+            "{ip} left the pool"
+        );
+    }
+    assert_eq!(pool_len(&server, "n1"), 2);
+}
+
+#[tokio::test]
+async fn a_relist_after_410_gone_catches_a_deletion_missed_meanwhile() {
+    let (client, server) = FakeApiServer::start();
+    server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
+    server.put(CILIUMNODES, agent_node("n2", "i-0002", 8));
+    let store = synced_store(client, "ipam-operator").await;
+    let mut events = store.subscribe();
+    // The watch ends; while it is down n2 goes; the next watch is refused
+    // as too old, so the store lists again.
+    server.lose_watches_and_delete(CILIUMNODES, "n2");
+    let deleted = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Ok(ipam_host::ipam::store::NodeEvent::Deleted(name)) = events.recv().await {
+                return name;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "the deletion is noticed after the relist: {:#?}",
+            server
+                .log()
+                .iter()
+                .map(|l| (l.method.clone(), l.path.clone(), l.query.clone()))
+                .collect::<Vec<_>>()
+        )
+    });
+    assert_eq!(deleted, "n2");
+    let lists = server
+        .log()
+        .iter()
+        .filter(|l| l.path == CILIUMNODES && !l.query.contains("watch=true"))
+        .count();
+    assert_eq!(lists, 2, "listed at start and again after 410 Gone");
+    assert!(store.get("n2").await.unwrap().is_none());
+    assert!(store.get("n1").await.unwrap().is_some());
+}
+
+fn election(client: kube::Client, identity: &str) -> LeaderElection {
+    let mut config = LeaseConfig::new("kube-system", "ipam-operator", identity);
+    config.lease_duration = Duration::from_secs(2);
+    config.renew_deadline = Duration::from_millis(1500);
+    config.retry_period = Duration::from_millis(100);
+    LeaderElection::new(client, config)
+}
+
+/// One operator replica: store, election and engine, writing as `identity`.
+struct Replica {
+    leader: watch::Receiver<bool>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn replica(client: kube::Client, identity: &str) -> Replica {
+    let store = synced_store(client.clone(), identity).await;
+    let operator = Operator {
+        store,
+        cloud: Arc::new(mock(MOCK_SETTINGS).await),
+        settings: engine_settings(false),
+        config: EngineConfig::default(),
+        reuse_cooldown: Duration::ZERO,
+        metrics: Arc::new(Metrics::new()),
+    };
+    let election = election(client, identity);
+    let (leader_tx, leader) = watch::channel(false);
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let (ready, _) = watch::channel(false);
+        let stopped_a = stopped.clone();
+        let until = |mut s: watch::Receiver<bool>| async move {
+            let _ = s.wait_for(|v| *v).await;
+        };
+        tokio::join!(
+            election.run(&leader_tx, until(stopped)),
+            operator.lead(leader_tx.subscribe(), &ready, until(stopped_a)),
+        );
+    });
+    Replica { leader, stop, task }
+}
+
+fn written_by(server: &FakeApiServer, identity: &str) -> usize {
+    server
+        .writes()
+        .iter()
+        .filter(|w| {
+            w.path.starts_with(CILIUMNODES) && w.query.contains(&format!("fieldManager={identity}"))
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn only_the_leader_writes_and_a_clean_shutdown_hands_over() {
+    let (client, server) = FakeApiServer::start();
+    server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
+    let a = replica(client.clone(), "op-a").await;
+    eventually("op-a leads", || *a.leader.borrow()).await;
+    let b = replica(client.clone(), "op-b").await;
+    eventually("op-a fills n1", || pool_len(&server, "n1") == 8).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!*b.leader.borrow(), "one leader at a time");
+    assert!(written_by(&server, "op-a") > 0);
+    assert_eq!(written_by(&server, "op-b"), 0, "the standby does not write");
+
+    // op-a stops cleanly: it hands the lease back and op-b takes over at once
+    // (well within the 2 s lease).
+    let _ = a.stop.send(true);
+    a.task.await.unwrap();
+    let lease = server
+        .get(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",
+            "ipam-operator",
+        )
+        .unwrap();
+    assert_ne!(lease["spec"]["holderIdentity"], "op-a");
+    eventually("op-b leads", || *b.leader.borrow()).await;
+    let before = written_by(&server, "op-a");
+    server.put(CILIUMNODES, agent_node("n3", "i-0003", 3));
+    eventually("op-b fills n3", || pool_len(&server, "n3") == 3).await;
+    assert!(written_by(&server, "op-b") > 0);
+    assert_eq!(
+        written_by(&server, "op-a"),
+        before,
+        "the old leader wrote nothing more"
+    );
+    let _ = b.stop.send(true);
+    b.task.await.unwrap();
+}
+
+fn pod(name: &str, node: &str, phase: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "default"},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+           "status": {"phase": phase}})
+}
+
+#[tokio::test]
+async fn pending_pods_on_a_node_are_counted_for_the_surge() {
+    let (client, server) = FakeApiServer::start();
+    server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
+    let store = synced_store(client, "ipam-operator").await;
+    server.put(fake_apiserver::PODS, pod("web-1", "n1", "Pending"));
+    server.put(fake_apiserver::PODS, pod("web-2", "n1", "Pending"));
+    server.put(fake_apiserver::PODS, pod("db-1", "n2", "Pending"));
+    eventually("two pending on n1", || store.pending_pods("n1") == 2).await;
+    assert_eq!(store.pending_pods("n2"), 1);
+    // A pod that starts is no longer pending; one that goes neither.
+    server.put(fake_apiserver::PODS, pod("web-1", "n1", "Running"));
+    server.delete(fake_apiserver::PODS, "web-2");
+    eventually("none pending on n1", || store.pending_pods("n1") == 0).await;
+}

@@ -9,4 +9,5 @@ pub mod k8s;
 pub mod limits;
 pub mod metrics;
 pub mod provider;
+pub mod serve;
 pub mod simulate;

@@ -5,7 +5,13 @@ mod cli;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let args = cli::Cli::parse();
+    let args = match cli::expand_config_file(std::env::args().collect()) {
+        Ok(args) => cli::Cli::parse_from(args),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     cli::init_logging(&args.log);
     match cli::run(args) {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch; errors become `anyhow` only here.
 
 mod provider;
+mod run;
 mod simulate;
 
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(
     name = "ipam-operator",
     version,
+    args_override_self = true,
     about = "Cloud-IPAM operator for Kubernetes with WebAssembly provider plug-ins"
 )]
 pub struct Cli {
@@ -41,6 +43,9 @@ enum Command {
     /// Inspect and check provider modules.
     #[command(subcommand)]
     Provider(provider::ProviderCommand),
+    /// Run the operator in a cluster: watch CiliumNodes, keep their pools
+    /// with the provider module, serve health and metrics.
+    Run(Box<run::RunArgs>),
     /// Run the engine against the mock provider and simulated nodes whose
     /// pods come and go; prints progress and a summary.
     Simulate(simulate::SimulateArgs),
@@ -66,5 +71,34 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .build()?
             .block_on(provider::run(command)),
         Command::Simulate(args) => simulate::run(args),
+        Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(run::run(*args)),
     }
+}
+
+/// The command line with `run --config FILE` (or `IPAM_CONFIG`) expanded:
+/// the file's keys become flags placed right after `run`, so the command
+/// line's own flags and environment variables... come after and win.
+pub fn expand_config_file(args: Vec<String>) -> anyhow::Result<Vec<String>> {
+    let Some(at) = args.iter().position(|a| a == "run") else {
+        return Ok(args);
+    };
+    let mut file = std::env::var("IPAM_CONFIG").ok();
+    let mut rest = args[at + 1..].iter();
+    while let Some(arg) = rest.next() {
+        if let Some(value) = arg.strip_prefix("--config=") {
+            file = Some(value.to_string());
+        } else if arg == "--config" {
+            file = rest.next().cloned();
+        }
+    }
+    let Some(file) = file else {
+        return Ok(args);
+    };
+    let mut expanded = args[..=at].to_vec();
+    expanded.extend(run::config_file_args(std::path::Path::new(&file))?);
+    expanded.extend(args[at + 1..].iter().cloned());
+    Ok(expanded)
 }

@@ -67,14 +67,36 @@ fn read(path: &Path) -> anyhow::Result<String> {
 }
 
 fn provider_config(module: &str, args: &RunArgs) -> anyhow::Result<ProviderConfig> {
-    let settings = match &args.config {
+    load_config(
+        module,
+        args.config.as_deref(),
+        &args.egress,
+        args.credentials.as_deref(),
+        CallLimits {
+            timeout: Duration::from_millis(args.timeout_ms),
+            memory_bytes: args.memory_mib << 20,
+        },
+    )
+}
+
+/// A provider's configuration from its settings file (YAML or JSON; the
+/// mock's embedded default when it has none), egress allow-list, credentials
+/// file (a map of strings) and call limits.
+pub(super) fn load_config(
+    module: &str,
+    settings: Option<&Path>,
+    egress: &[String],
+    credentials: Option<&Path>,
+    limits: CallLimits,
+) -> anyhow::Result<ProviderConfig> {
+    let settings = match settings {
         Some(path) => settings_json(&read(path)?, &path.display().to_string())?,
         None if module == "mock" => settings_json(MOCK_DEFAULT_SETTINGS, "embedded mock settings")?,
         None => anyhow::bail!(
-            "--config FILE is required for {module} (only `mock` has an embedded default)"
+            "provider settings are required for {module} (only `mock` has an embedded default)"
         ),
     };
-    let credentials = match &args.credentials {
+    let credentials = match credentials {
         Some(path) => {
             let values: BTreeMap<String, String> = serde_yaml::from_str(&read(path)?)
                 .with_context(|| format!("{}: not a map of strings", path.display()))?;
@@ -86,16 +108,13 @@ fn provider_config(module: &str, args: &RunArgs) -> anyhow::Result<ProviderConfi
         None => Credentials::default(),
     };
     let mut config = ProviderConfig::new(settings);
-    config.egress = args.egress.clone();
+    config.egress = egress.to_vec();
     config.credentials = Arc::new(StaticCredentials(credentials));
-    config.limits = CallLimits {
-        timeout: Duration::from_millis(args.timeout_ms),
-        memory_bytes: args.memory_mib << 20,
-    };
+    config.limits = limits;
     Ok(config)
 }
 
-fn module_bytes(module: &str) -> anyhow::Result<(PathBuf, Vec<u8>)> {
+pub(super) fn module_bytes(module: &str) -> anyhow::Result<(PathBuf, Vec<u8>)> {
     let path = resolve_module(module);
     let bytes = std::fs::read(&path).with_context(|| {
         format!(

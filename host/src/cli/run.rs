@@ -1,0 +1,306 @@
+//! `ipam-operator run`: the operator in a cluster. Every flag has an
+//! environment variable; `--config FILE` reads the same keys from YAML
+//! (flags and variables win over the file).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use ipam_host::cloud::CloudApi;
+use ipam_host::ipam::engine::EngineConfig;
+use ipam_host::ipam::maintain::EngineSettings;
+use ipam_host::k8s::lease::{LeaderElection, LeaseConfig};
+use ipam_host::k8s::operator::Operator;
+use ipam_host::k8s::store::{KubeNodeStore, FIELD_MANAGER};
+use ipam_host::limits::{LimitedCloud, LimitsConfig};
+use ipam_host::metrics::Metrics;
+use ipam_host::provider::{CallLimits, ProviderRuntime, RuntimeConfig};
+use ipam_host::serve::{serve, Endpoints};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use super::provider::{load_config, module_bytes};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// A YAML file with any of these flags as keys (`provider: /modules/aws.wasm`).
+    #[arg(long, env = "IPAM_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The provider module: a .wasm path or the name of a built component.
+    #[arg(long, env = "IPAM_PROVIDER", value_name = "MODULE")]
+    pub provider: String,
+    /// Refuse to start unless the module's sha256 is this (hex): the
+    /// module is pinned to a digest like an image.
+    #[arg(long, env = "IPAM_PROVIDER_SHA256", value_name = "HEX")]
+    pub provider_sha256: Option<String>,
+    /// The provider's settings (YAML or JSON), mounted from a ConfigMap.
+    #[arg(long, env = "IPAM_PROVIDER_SETTINGS", value_name = "FILE")]
+    pub provider_settings: Option<PathBuf>,
+    /// The provider's credentials (a map of strings), mounted from a Secret.
+    #[arg(long, env = "IPAM_PROVIDER_CREDENTIALS", value_name = "FILE")]
+    pub provider_credentials: Option<PathBuf>,
+    /// An origin the provider may reach (scheme://host[:port]); repeatable.
+    #[arg(
+        long = "allow-egress",
+        env = "IPAM_ALLOW_EGRESS",
+        value_delimiter = ',',
+        value_name = "ORIGIN"
+    )]
+    pub egress: Vec<String>,
+    /// Limit of one provider call, in milliseconds.
+    #[arg(long, env = "IPAM_PROVIDER_TIMEOUT_MS", default_value_t = 30_000)]
+    pub provider_timeout_ms: u64,
+    /// Memory cap of one provider instance, in MiB.
+    #[arg(long, env = "IPAM_PROVIDER_MEMORY_MIB", default_value_t = 128)]
+    pub provider_memory_mib: usize,
+
+    /// Tagged on every interface this operator creates; GC and interface
+    /// freeing touch only interfaces with this cluster's tag.
+    #[arg(long, env = "IPAM_CLUSTER_NAME", default_value = "default")]
+    pub cluster_name: String,
+    /// Use /28 prefixes where the instance type allows.
+    #[arg(long, env = "IPAM_PREFIX_DELEGATION", default_value_t = false, action = clap::ArgAction::Set)]
+    pub prefix_delegation: bool,
+    /// Seconds an address stays excess before it is marked for release.
+    #[arg(long, env = "IPAM_RELEASE_DELAY_SECONDS", default_value_t = 180)]
+    pub release_delay_seconds: u64,
+    /// Delete interfaces of ours that hold nothing needed.
+    #[arg(long, env = "IPAM_FREE_INTERFACES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub free_interfaces: bool,
+    /// Seconds a released address stays out of every pool.
+    #[arg(long, env = "IPAM_REUSE_COOLDOWN_SECONDS", default_value_t = 30)]
+    pub reuse_cooldown_seconds: u64,
+    /// Seconds between full resyncs of the cloud.
+    #[arg(long, env = "IPAM_RESYNC_SECONDS", default_value_t = 60)]
+    pub resync_seconds: u64,
+    /// Nodes worked on at once.
+    #[arg(long, env = "IPAM_MAX_CONCURRENT_NODES", default_value_t = 16)]
+    pub max_concurrent_nodes: usize,
+
+    /// Elect a leader among replicas (off: this replica always leads).
+    #[arg(long, env = "IPAM_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    #[arg(long, env = "IPAM_LEASE_NAME", default_value = "ipam-operator")]
+    pub lease_name: String,
+    /// Namespace of the lease; the pod's own by default.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
+    pub lease_namespace: String,
+    /// This replica's identity in the lease; the pod's name by default.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    #[arg(long, env = "IPAM_LEASE_DURATION_SECONDS", default_value_t = 15)]
+    pub lease_duration_seconds: u64,
+    #[arg(long, env = "IPAM_RENEW_DEADLINE_SECONDS", default_value_t = 10)]
+    pub renew_deadline_seconds: u64,
+    #[arg(long, env = "IPAM_RETRY_PERIOD_SECONDS", default_value_t = 2)]
+    pub retry_period_seconds: u64,
+
+    /// Where /healthz, /readyz and /metrics are served.
+    #[arg(long, env = "IPAM_LISTEN", default_value = "0.0.0.0:9963")]
+    pub listen: SocketAddr,
+    /// A kubeconfig file; otherwise in-cluster config or $KUBECONFIG.
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// Flags read from `--config FILE`, as `--key=value` arguments placed before
+/// the command line's own (later occurrences win).
+pub fn config_file_args(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let map: std::collections::BTreeMap<String, serde_yaml::Value> = serde_yaml::from_str(&text)
+        .with_context(|| format!("{}: not a YAML map of flags", path.display()))?;
+    let mut args = Vec::new();
+    for (key, value) in map {
+        let one = |v: &serde_yaml::Value| -> anyhow::Result<String> {
+            Ok(match v {
+                serde_yaml::Value::String(s) => s.clone(),
+                serde_yaml::Value::Bool(b) => b.to_string(),
+                serde_yaml::Value::Number(n) => n.to_string(),
+                _ => anyhow::bail!(
+                    "{}: {key} must be a string, number or boolean",
+                    path.display()
+                ),
+            })
+        };
+        match &value {
+            serde_yaml::Value::Sequence(items) => {
+                for item in items {
+                    args.push(format!("--{key}={}", one(item)?));
+                }
+            }
+            other => args.push(format!("--{key}={}", one(other)?)),
+        }
+    }
+    Ok(args)
+}
+
+async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default()).await?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no in-cluster config and no kubeconfig")?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let (path, bytes) = module_bytes(&args.provider)?;
+    if let Some(want) = &args.provider_sha256 {
+        let have = hex(&Sha256::digest(&bytes));
+        anyhow::ensure!(
+            have.eq_ignore_ascii_case(want.trim_start_matches("sha256:")),
+            "{}: sha256 is {have}, but --provider-sha256 pins {want}",
+            path.display()
+        );
+    }
+    let provider_config = load_config(
+        &args.provider,
+        args.provider_settings.as_deref(),
+        &args.egress,
+        args.provider_credentials.as_deref(),
+        CallLimits {
+            timeout: Duration::from_millis(args.provider_timeout_ms),
+            memory_bytes: args.provider_memory_mib << 20,
+        },
+    )?;
+    let runtime = ProviderRuntime::new(RuntimeConfig::default())?;
+    let provider = runtime
+        .load(&bytes, provider_config)
+        .await
+        .with_context(|| format!("loading {}", path.display()))?;
+    tracing::info!(provider = %provider.info().name, module = %path.display(), "provider loaded");
+    let metrics = Arc::new(Metrics::new());
+    let cloud =
+        Arc::new(LimitedCloud::new(provider, LimitsConfig::aws()).with_metrics(metrics.clone()));
+
+    let client = kube_client(args.kubeconfig.as_deref()).await?;
+    let store = Arc::new(KubeNodeStore::new(client.clone(), FIELD_MANAGER));
+    tokio::spawn(store.clone().run());
+    let operator = Operator {
+        store,
+        cloud,
+        settings: EngineSettings {
+            cluster_name: args.cluster_name.clone(),
+            prefix_delegation: args.prefix_delegation,
+            release_delay: Duration::from_secs(args.release_delay_seconds),
+            free_interfaces: args.free_interfaces,
+            ..EngineSettings::default()
+        },
+        config: EngineConfig {
+            resync_interval: Duration::from_secs(args.resync_seconds),
+            max_concurrent_nodes: args.max_concurrent_nodes.max(1),
+            ..EngineConfig::default()
+        },
+        reuse_cooldown: Duration::from_secs(args.reuse_cooldown_seconds),
+        metrics: metrics.clone(),
+    };
+
+    let (ready_tx, ready) = watch::channel(false);
+    let (stop_tx, stop) = watch::channel(false);
+    let until_stop = |mut stop: watch::Receiver<bool>| async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    tracing::info!(listen = %args.listen, "serving /healthz, /readyz, /metrics");
+    let server = tokio::spawn(serve(
+        listener,
+        Endpoints::new(ready, metrics),
+        until_stop(stop.clone()),
+    ));
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
+    });
+
+    let (leader_tx, leader) = watch::channel(!args.leader_elect);
+    let identity = args.identity.clone().unwrap_or_else(hostname);
+    let election = args.leader_elect.then(|| {
+        let mut config = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &identity);
+        config.lease_duration = Duration::from_secs(args.lease_duration_seconds);
+        config.renew_deadline = Duration::from_secs(args.renew_deadline_seconds);
+        config.retry_period = Duration::from_secs(args.retry_period_seconds);
+        LeaderElection::new(client, config)
+    });
+    let campaign = async {
+        match &election {
+            Some(election) => election.run(&leader_tx, until_stop(stop.clone())).await,
+            None => until_stop(stop.clone()).await,
+        }
+    };
+    tokio::join!(
+        campaign,
+        operator.lead(leader, &ready_tx, until_stop(stop.clone()))
+    );
+    let _ = server.await;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "ipam-operator".into())
+}
+
+/// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_file_becomes_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("operator.yaml");
+        std::fs::write(
+            &path,
+            "provider: /modules/aws.wasm\nleader-elect: false\nrelease-delay-seconds: 60\nallow-egress: [https://a, https://b]\n",
+        )
+        .unwrap();
+        let args = config_file_args(&path).unwrap();
+        assert_eq!(
+            args,
+            [
+                "--allow-egress=https://a",
+                "--allow-egress=https://b",
+                "--leader-elect=false",
+                "--provider=/modules/aws.wasm",
+                "--release-delay-seconds=60"
+            ]
+        );
+        std::fs::write(&path, "provider: {nested: 1}\n").unwrap();
+        assert!(config_file_args(&path).is_err());
+    }
+}

@@ -132,6 +132,41 @@ impl FakeApiServer {
         (kube::Client::new(service, "default"), server)
     }
 
+    /// The same server over HTTP on 127.0.0.1, for a real process to talk
+    /// to (through a kubeconfig); its address.
+    pub async fn serve_http(&self) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
+        let address = listener.local_addr().expect("address");
+        let server = self.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let server = server.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |request: Request<hyper::body::Incoming>| {
+                            let server = server.clone();
+                            async move {
+                                let (parts, body) = request.into_parts();
+                                let bytes = body
+                                    .collect()
+                                    .await
+                                    .map(|b| b.to_bytes())
+                                    .unwrap_or_default();
+                                Ok::<_, Infallible>(server.handle(&parts, &bytes))
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        address
+    }
+
     fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         f(&mut self.state.lock().expect("fake server state"))
     }

@@ -1,0 +1,139 @@
+//! `ipam-operator run` as a process: a kubeconfig pointing at a fake API
+//! server on 127.0.0.1, the mock provider; the pool is written, /readyz and
+//! /metrics answer, and SIGTERM hands the lease back.
+
+mod fake_apiserver;
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use fake_apiserver::{FakeApiServer, CILIUMNODES};
+use serde_json::json;
+
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+
+fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = std::net::TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((code, body))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_lease() {
+    let server = FakeApiServer::default();
+    let api = server.serve_http().await;
+    server.put(
+        CILIUMNODES,
+        json!({"apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+               "metadata": {"name": "n1"},
+               "spec": {"instance-id": "i-0001", "ipam": {"pre-allocate": 8}}}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
+             clusters: [{{name: fake, cluster: {{server: 'http://{api}'}}}}]\n\
+             users: [{{name: fake, user: {{token: test}}}}]\n\
+             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n"
+        ),
+    )
+    .unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipam-operator"))
+        .args([
+            "run",
+            "--provider",
+            "mock",
+            "--identity",
+            "replica-1",
+            "--lease-namespace",
+            "kube-system",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--listen", &listen, "--retry-period-seconds", "1"])
+        .env("IPAM_CACHE_DIR", dir.path().join("cache"))
+        .env("IPAM_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the operator starts");
+
+    let mut filled = false;
+    for _ in 0..300 {
+        let pool = server
+            .get(CILIUMNODES, "n1")
+            .and_then(|n| n["spec"]["ipam"]["pool"].as_object().map(|p| p.len()));
+        if pool == Some(8) {
+            filled = true;
+            break;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the operator exited: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(filled, "n1's pool was written");
+    let mut ready = false;
+    for _ in 0..100 {
+        if http_get(&listen, "/readyz").is_some_and(|(code, _)| code == 200) {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "/readyz turned 200");
+    assert_eq!(http_get(&listen, "/healthz").map(|r| r.0), Some(200));
+    let (code, metrics) = http_get(&listen, "/metrics").expect("/metrics answers");
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("cilium_operator_ipam_available_ips{target_node=\"n1\"} 8"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("process_resident_memory_bytes"));
+    let lease = server.get(LEASES, "ipam-operator").expect("a lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "replica-1");
+
+    // SIGTERM: a clean stop that hands the lease back.
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut status = None;
+    for _ in 0..100 {
+        if let Ok(Some(s)) = child.try_wait() {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = status.expect("the operator stops on SIGTERM");
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    assert!(status.success(), "{status}: {stderr}");
+    let lease = server.get(LEASES, "ipam-operator").unwrap();
+    assert!(
+        lease["spec"]["holderIdentity"].is_null(),
+        "lease handed back: {lease}"
+    );
+    assert!(stderr.contains("became the leader"), "{stderr}");
+}

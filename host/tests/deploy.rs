@@ -264,11 +264,13 @@ fn action(expr: &str, values: &Value, namespace: &str) -> String {
     }
 }
 
-/// Render a template: text, actions, `if`/`end` blocks, `{{-`/`-}}` trimming.
+/// Render a template: text, actions, `if`/`else`/`end` blocks, `{{-`/`-}}`
+/// trimming.
 fn render(template: &str, values: &Value, namespace: &str) -> String {
     let mut out = String::new();
-    // Each level: whether its text is emitted.
+    // Each level: whether its text is emitted, and its condition (for else).
     let mut emitting = vec![true];
+    let mut conditions: Vec<bool> = Vec::new();
     let mut rest = template;
     let mut trim_next = false;
     while let Some(open) = rest.find("{{") {
@@ -292,9 +294,18 @@ fn render(template: &str, values: &Value, namespace: &str) -> String {
         }
         let on = *emitting.last().unwrap_or(&true);
         if let Some(condition) = inner.strip_prefix("if ") {
-            emitting.push(on && truthy(lookup(values, condition.trim())));
+            let holds = truthy(lookup(values, condition.trim()));
+            conditions.push(holds);
+            emitting.push(on && holds);
+        } else if inner == "else" {
+            let holds = conditions.last_mut().expect("else without if");
+            *holds = !*holds;
+            emitting.pop();
+            let parent = *emitting.last().expect("else without if");
+            emitting.push(parent && *holds);
         } else if inner == "end" {
             emitting.pop();
+            conditions.pop();
             assert!(!emitting.is_empty(), "unbalanced end");
         } else if on {
             out.push_str(&action(inner, values, namespace));
@@ -430,7 +441,10 @@ fn the_helm_chart_and_kustomize_give_the_same_objects() {
         serde_yaml::from_str(&std::fs::read_to_string(chart.join("values.yaml")).unwrap()).unwrap();
     merge_values(
         &mut values,
-        &serde_yaml::from_str("serviceMonitor: {enabled: true}\nprovider: {sha256: abc}").unwrap(),
+        &serde_yaml::from_str(
+            "serviceMonitor: {enabled: true}\nprovider: {sha256: abc, oci: 'oci://ghcr.io/a/b@sha256:00'}",
+        )
+        .unwrap(),
     );
     with_monitor = documents(&render(
         &std::fs::read_to_string(chart.join("templates/servicemonitor.yaml")).unwrap(),
@@ -446,7 +460,18 @@ fn the_helm_chart_and_kustomize_give_the_same_objects() {
         &values,
         "kube-system",
     ));
-    let env = get(&deployment[0], "spec.template.spec.containers.0.env");
+    let pod = get(&deployment[0], "spec.template.spec");
+    assert!(
+        get(pod, "initContainers").is_null(),
+        "an OCI module needs no init container"
+    );
+    let env = get(pod, "containers.0.env");
+    assert!(env
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .any(|e| get(e, "name").as_str() == Some("IPAM_PROVIDER")
+            && get(e, "value").as_str() == Some("oci://ghcr.io/a/b@sha256:00")));
     assert!(env
         .as_sequence()
         .unwrap()

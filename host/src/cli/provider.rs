@@ -10,8 +10,10 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use ipam_host::conformance;
 use ipam_host::provider::credentials::{Credentials, StaticCredentials};
+use ipam_host::provider::oci::{self, OciReference};
 use ipam_host::provider::{
-    self, resolve_module, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig,
+    self, default_cache_dir, resolve_module, CallLimits, ProviderConfig, ProviderRuntime,
+    RuntimeConfig,
 };
 
 /// The mock provider's default cloud, used when `mock` runs without --config.
@@ -114,7 +116,17 @@ pub(super) fn load_config(
     Ok(config)
 }
 
-pub(super) fn module_bytes(module: &str) -> anyhow::Result<(PathBuf, Vec<u8>)> {
+/// A module's bytes: a file, a built component's name, or an OCI reference
+/// pinned to a digest (`oci://REGISTRY/REPO@sha256:HEX`, pulled into the
+/// cache). The path shown for it.
+pub(super) async fn module_bytes(module: &str) -> anyhow::Result<(PathBuf, Vec<u8>)> {
+    if module.starts_with("oci://") {
+        let reference: OciReference = module.parse()?;
+        let bytes = oci::pull(&reference, &default_cache_dir().join("modules"))
+            .await
+            .with_context(|| format!("pulling {module}"))?;
+        return Ok((PathBuf::from(module), bytes));
+    }
     let path = resolve_module(module);
     let bytes = std::fs::read(&path).with_context(|| {
         format!(
@@ -129,7 +141,7 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
     let runtime = ProviderRuntime::new(RuntimeConfig::default())?;
     match command {
         ProviderCommand::Inspect { module, json } => {
-            let (path, bytes) = module_bytes(&module)?;
+            let (path, bytes) = module_bytes(&module).await?;
             let (module, info) = runtime
                 .describe(&bytes)
                 .await
@@ -174,7 +186,7 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ProviderCommand::Conformance { module, run } => {
-            let (path, bytes) = module_bytes(&module)?;
+            let (path, bytes) = module_bytes(&module).await?;
             let config = provider_config(&module, &run)?;
             let started = Instant::now();
             let provider = runtime

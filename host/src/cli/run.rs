@@ -30,7 +30,8 @@ pub struct RunArgs {
     /// A YAML file with any of these flags as keys (`provider: /modules/aws.wasm`).
     #[arg(long, env = "IPAM_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// The provider module: a .wasm path or the name of a built component.
+    /// The provider module: a .wasm path, the name of a built component, or
+    /// an OCI reference pinned to a digest (oci://REGISTRY/REPO@sha256:HEX).
     #[arg(long, env = "IPAM_PROVIDER", value_name = "MODULE")]
     pub provider: String,
     /// Refuse to start unless the module's sha256 is this (hex): the
@@ -154,7 +155,7 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let (path, bytes) = module_bytes(&args.provider)?;
+    let (path, bytes) = module_bytes(&args.provider).await?;
     if let Some(want) = &args.provider_sha256 {
         let have = hex(&Sha256::digest(&bytes));
         anyhow::ensure!(

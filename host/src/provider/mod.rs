@@ -6,6 +6,7 @@ pub mod credentials;
 pub mod egress;
 mod http_hooks;
 pub mod module;
+pub mod oci;
 mod pinned_send;
 pub mod resolve;
 mod runtime;

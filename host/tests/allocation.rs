@@ -128,6 +128,17 @@ async fn a_full_interface_leads_to_a_new_one_until_the_instance_is_full() {
     );
     let n3 = w.node("n3").await;
     assert_eq!(n3.spec.ipam.pool.len(), 6);
+    let reasons: Vec<&str> = w
+        .store
+        .announcements()
+        .into_iter()
+        .map(|(_, a)| a.reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        ["InterfaceCreated", "InterfaceCreated", "CannotAllocate"],
+        "people are told"
+    );
     assert!(
         n3.status.ipam.operator_status.error.contains("no room"),
         "the reason is published"

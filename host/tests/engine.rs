@@ -247,6 +247,10 @@ async fn excess_goes_through_the_handshake_and_unneeded_interfaces_are_freed() {
     let n3 = store.get("n3").await.unwrap().unwrap();
     assert_eq!(n3.spec.ipam.pool.len(), 2, "pre-allocate kept");
     assert!(running.metrics.interface_deletion_ops.get() >= 1);
+    assert!(store
+        .announcements()
+        .iter()
+        .any(|(node, a)| node == "n3" && a.reason == "InterfaceDeleted"));
     running.stop().await;
 }
 

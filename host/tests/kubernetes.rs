@@ -249,6 +249,16 @@ async fn the_release_handshake_round_trips_through_status_release_ips() {
         );
     }
     assert_eq!(pool_len(&server, "n1"), 2);
+    // ... and said so in an Event about the CiliumNode.
+    let event = server
+        .writes()
+        .into_iter()
+        .find(|w| w.path.contains("/events") && w.method == Method::POST)
+        .expect("an event was posted");
+    let body = event.body.unwrap_or_default();
+    assert_eq!(body["reason"], "AddressesReleased");
+    assert_eq!(body["regarding"]["kind"], "CiliumNode");
+    assert_eq!(body["regarding"]["name"], "n1");
 }
 
 #[tokio::test]

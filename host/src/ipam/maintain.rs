@@ -14,7 +14,7 @@ use super::allocate::{allocate_step, pool_of, Step};
 use super::cache::InstanceCache;
 use super::node::{CiliumNode, EniInterface, EniSubnet, EniVpc};
 use super::reclaim::{ReleaseMemory, ReleaseRound};
-use super::store::{NodeStore, NodeUpdate, StoreError};
+use super::store::{Announcement, NodeStore, NodeUpdate, StoreError};
 use super::watermarks;
 use crate::cloud::{CloudApi, CloudError, Instance};
 use crate::metrics::{DurationLabel, Metrics, NodeLabel, SubnetLabel};
@@ -197,6 +197,7 @@ impl Maintainer {
             .await;
             self.observe_step(&result, started.elapsed());
             let step = result?;
+            self.announce_step(&node, &step).await;
             let error = match &step {
                 Step::Blocked(reason) => reason.clone(),
                 _ => String::new(),
@@ -211,6 +212,30 @@ impl Maintainer {
             }
         }
         Ok((steps, node))
+    }
+
+    /// Tell people about an interface created, or a node newly blocked.
+    async fn announce_step(&self, node: &CiliumNode, step: &Step) {
+        let announcement = match step {
+            Step::Created {
+                interface,
+                index,
+                subnet,
+            } => Announcement {
+                warning: false,
+                reason: "InterfaceCreated",
+                note: format!("created {interface} at index {index} in {subnet}"),
+            },
+            Step::Blocked(reason) if *reason != node.status.ipam.operator_status.error => {
+                Announcement {
+                    warning: true,
+                    reason: "CannotAllocate",
+                    note: reason.clone(),
+                }
+            }
+            _ => return,
+        };
+        self.store.announce(&node.name, announcement).await;
     }
 
     /// Write what changed of the node's pool, interfaces and operator status;

@@ -16,6 +16,7 @@ use super::maintain::{MaintainError, Maintainer};
 use super::node::{AllocationIp, CiliumNode};
 use super::release::{self, ReleaseInput, MARKED_FOR_RELEASE, RELEASED};
 use super::select;
+use super::store::Announcement;
 use super::watermarks;
 use crate::cloud::{Instance, NetworkInterface, Tag};
 use crate::metrics::{DurationLabel, SubnetLabel};
@@ -222,6 +223,20 @@ impl Maintainer {
             node.spec.eni.use_primary_address,
         ));
         round.freed_interfaces.push(interface.id.clone());
+        let note = format!(
+            "deleted {} (index {}): nothing on it was needed",
+            interface.id, interface.index
+        );
+        self.store
+            .announce(
+                &node.name,
+                Announcement {
+                    warning: false,
+                    reason: "InterfaceDeleted",
+                    note,
+                },
+            )
+            .await;
         Ok(())
     }
 
@@ -265,6 +280,21 @@ impl Maintainer {
                 .inc_by(addresses.len() as u64);
             tracing::info!(node = %node.name, interface = %interface.id, count = addresses.len(),
                 "released addresses the agent freed");
+            let note = format!(
+                "released {} addresses from {}",
+                addresses.len(),
+                interface.id
+            );
+            self.store
+                .announce(
+                    &node.name,
+                    Announcement {
+                        warning: false,
+                        reason: "AddressesReleased",
+                        note,
+                    },
+                )
+                .await;
             round.released.extend(addresses);
         }
         Ok(())

@@ -71,6 +71,16 @@ impl NodeUpdate {
     }
 }
 
+/// Something the operator did to a node, told to people (a Kubernetes
+/// Event on the CiliumNode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announcement {
+    pub warning: bool,
+    /// PascalCase, e.g. `InterfaceCreated`.
+    pub reason: &'static str,
+    pub note: String,
+}
+
 #[async_trait]
 pub trait NodeStore: Send + Sync {
     /// Changes from now on. Subscribe before [`NodeStore::list`] so that no
@@ -84,6 +94,9 @@ pub trait NodeStore: Send + Sync {
     /// allocation asks for them on top of the watermark). A change is
     /// announced as an [`NodeEvent::Upserted`] of the node.
     fn pending_pods(&self, name: &str) -> u32;
+    /// Tell people what happened to the node. Best effort: a failure is
+    /// logged by the store, never returned.
+    async fn announce(&self, name: &str, announcement: Announcement);
 }
 
 /// Nodes in memory. Besides the operator's [`NodeStore`] calls it offers the
@@ -92,6 +105,7 @@ pub trait NodeStore: Send + Sync {
 pub struct MemoryNodeStore {
     nodes: Mutex<BTreeMap<String, CiliumNode>>,
     pending_pods: Mutex<BTreeMap<String, u32>>,
+    announcements: Mutex<Vec<(String, Announcement)>>,
     events: broadcast::Sender<NodeEvent>,
 }
 
@@ -109,6 +123,7 @@ impl MemoryNodeStore {
         Self {
             nodes: Mutex::new(BTreeMap::new()),
             pending_pods: Mutex::new(BTreeMap::new()),
+            announcements: Mutex::new(Vec::new()),
             events,
         }
     }
@@ -141,6 +156,14 @@ impl MemoryNodeStore {
             self.publish(NodeEvent::Deleted(name.to_string()));
         }
         Ok(())
+    }
+
+    /// What was announced so far, per node, in order.
+    pub fn announcements(&self) -> Vec<(String, Announcement)> {
+        self.announcements
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or_default()
     }
 
     /// Pods waiting for an address on the node (the scheduler's side).
@@ -205,6 +228,12 @@ impl NodeStore for MemoryNodeStore {
             .lock()
             .map(|pending| pending.get(name).copied().unwrap_or(0))
             .unwrap_or(0)
+    }
+
+    async fn announce(&self, name: &str, announcement: Announcement) {
+        if let Ok(mut all) = self.announcements.lock() {
+            all.push((name.to_string(), announcement));
+        }
     }
 }
 

@@ -21,7 +21,9 @@ use tokio::sync::{broadcast, watch};
 use super::ciliumnode::{api_resource, from_object};
 use super::patch::merge_patches;
 use crate::ipam::node::CiliumNode;
-use crate::ipam::store::{NodeEvent, NodeStore, NodeUpdate, StoreError};
+use crate::ipam::store::{Announcement, NodeEvent, NodeStore, NodeUpdate, StoreError};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 
 /// The field manager the operator's writes are recorded under.
 pub const FIELD_MANAGER: &str = "ipam-operator";
@@ -41,6 +43,7 @@ impl Pods {
 
 pub struct KubeNodeStore {
     field_manager: String,
+    recorder: Recorder,
     api: Api<DynamicObject>,
     pods: Api<Pod>,
     nodes: Mutex<BTreeMap<String, CiliumNode>>,
@@ -65,7 +68,12 @@ impl KubeNodeStore {
     /// default is [`FIELD_MANAGER`]).
     pub fn new(client: Client, field_manager: &str) -> Self {
         let (events, _) = broadcast::channel(4096);
+        let reporter = Reporter {
+            controller: field_manager.to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         Self {
+            recorder: Recorder::new(client.clone(), reporter),
             field_manager: field_manager.to_string(),
             api: Api::all_with(client.clone(), &api_resource()),
             pods: Api::all(client),
@@ -341,5 +349,32 @@ impl NodeStore for KubeNodeStore {
 
     fn pending_pods(&self, name: &str) -> u32 {
         self.pending.lock().map(|p| p.count(name)).unwrap_or(0)
+    }
+
+    async fn announce(&self, name: &str, announcement: Announcement) {
+        let event = KubeEvent {
+            type_: if announcement.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: announcement.reason.to_string(),
+            note: Some(announcement.note),
+            action: "MaintainPool".into(),
+            secondary: None,
+        };
+        let regarding = ObjectReference {
+            api_version: Some(format!(
+                "{}/{}",
+                super::ciliumnode::GROUP,
+                super::ciliumnode::VERSION
+            )),
+            kind: Some(super::ciliumnode::KIND.into()),
+            name: Some(name.to_string()),
+            ..ObjectReference::default()
+        };
+        if let Err(error) = self.recorder.publish(&event, &regarding).await {
+            tracing::debug!(node = name, %error, "could not publish an event");
+        }
     }
 }

@@ -104,6 +104,7 @@ fn check_objects(overlay: &str, objects: &[Value]) {
             Some("ciliumnodes/status") => &["patch"],
             Some("pods") => &["get", "list", "watch"],
             Some("events") => &["create", "patch"],
+            Some("customresourcedefinitions") => &["get", "create"],
             other => panic!("{overlay}: unexpected resource {other:?}"),
         };
         assert!(
@@ -442,7 +443,7 @@ fn the_helm_chart_and_kustomize_give_the_same_objects() {
     merge_values(
         &mut values,
         &serde_yaml::from_str(
-            "serviceMonitor: {enabled: true}\nprovider: {sha256: abc, oci: 'oci://ghcr.io/a/b@sha256:00'}",
+            "serviceMonitor: {enabled: true}\nregisterCRD: true\nprovider: {sha256: abc, oci: 'oci://ghcr.io/a/b@sha256:00'}",
         )
         .unwrap(),
     );
@@ -460,6 +461,26 @@ fn the_helm_chart_and_kustomize_give_the_same_objects() {
         &values,
         "kube-system",
     ));
+    let rbac = documents(&render(
+        &std::fs::read_to_string(chart.join("templates/rbac.yaml")).unwrap(),
+        &values,
+        "kube-system",
+    ));
+    let cluster_role = find(&rbac, "ClusterRole", "ipam-operator");
+    assert!(get(cluster_role, "rules")
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .any(|r| strings(get(r, "resources")) == ["customresourcedefinitions"]));
+    check_objects("chart with every option", &{
+        let mut all = helm(None);
+        all.retain(|o| !matches!(get(o, "kind").as_str(), Some("ClusterRole")));
+        all.extend(
+            rbac.into_iter()
+                .filter(|o| get(o, "kind").as_str() == Some("ClusterRole")),
+        );
+        all
+    });
     let pod = get(&deployment[0], "spec.template.spec");
     assert!(
         get(pod, "initContainers").is_null(),

@@ -412,3 +412,25 @@ async fn pending_pods_on_a_node_are_counted_for_the_surge() {
     server.delete(fake_apiserver::PODS, "web-2");
     eventually("none pending on n1", || store.pending_pods("n1") == 0).await;
 }
+
+#[tokio::test]
+async fn the_crd_is_registered_only_when_absent() {
+    let (client, server) = FakeApiServer::start();
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    assert!(
+        ipam_host::k8s::crd::ensure(client.clone()).await.unwrap(),
+        "created"
+    );
+    let crd = server
+        .get(crds, "ciliumnodes.cilium.io")
+        .expect("registered");
+    assert_eq!(crd["spec"]["group"], "cilium.io");
+    assert_eq!(crd["spec"]["scope"], "Cluster");
+    assert_eq!(crd["spec"]["versions"][0]["name"], "v2");
+    assert!(
+        !ipam_host::k8s::crd::ensure(client).await.unwrap(),
+        "left alone when present"
+    );
+    let creates = server.writes().iter().filter(|w| w.path == crds).count();
+    assert_eq!(creates, 1);
+}

@@ -103,6 +103,10 @@ pub struct RunArgs {
     /// Where /healthz, /readyz and /metrics are served.
     #[arg(long, env = "IPAM_LISTEN", default_value = "0.0.0.0:9963")]
     pub listen: SocketAddr,
+    /// Create the CiliumNode CRD when the cluster has none (Cilium normally
+    /// owns it); needs create on customresourcedefinitions.
+    #[arg(long, env = "IPAM_REGISTER_CRD", default_value_t = false, action = clap::ArgAction::Set)]
+    pub register_crd: bool,
     /// A kubeconfig file; otherwise in-cluster config or $KUBECONFIG.
     #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -185,6 +189,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Arc::new(LimitedCloud::new(provider, LimitsConfig::aws()).with_metrics(metrics.clone()));
 
     let client = kube_client(args.kubeconfig.as_deref()).await?;
+    if args.register_crd && ipam_host::k8s::crd::ensure(client.clone()).await? {
+        tracing::info!(
+            crd = ipam_host::k8s::crd::NAME,
+            "registered the CiliumNode CRD"
+        );
+    }
     let store = Arc::new(KubeNodeStore::new(client.clone(), FIELD_MANAGER));
     tokio::spawn(store.clone().run());
     let operator = Operator {

@@ -2,6 +2,7 @@
 //! `NodeStore` over the API server, and leader election on a Lease.
 
 pub mod ciliumnode;
+pub mod crd;
 pub mod lease;
 pub mod operator;
 pub mod patch;

@@ -99,8 +99,18 @@ fn respond(code: u16, body: &Value) -> Response<Body> {
 
 /// (collection, name, status subresource) of a path.
 fn split(path: &str) -> (String, Option<String>, bool) {
-    for root in ["/ciliumnodes", "/pods", "/leases"] {
-        if let Some(at) = path.find(root) {
+    for root in [
+        "/ciliumnodes",
+        "/pods",
+        "/leases",
+        "/customresourcedefinitions",
+        "/events",
+    ] {
+        let at = path
+            .match_indices(root)
+            .map(|(at, _)| at)
+            .find(|&at| matches!(path.as_bytes().get(at + root.len()), None | Some(b'/')));
+        if let Some(at) = at {
             let collection = path[..at + root.len()].to_string();
             let rest: Vec<&str> = path[at + root.len()..]
                 .split('/')

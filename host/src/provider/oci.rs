@@ -9,7 +9,6 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use http::{Request, StatusCode, Uri};
@@ -111,21 +110,6 @@ fn sha256(bytes: &[u8]) -> String {
     )
 }
 
-fn tls_connector() -> tokio_rustls::TlsConnector {
-    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    let config = CONFIG.get_or_init(|| {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        Arc::new(
-            rustls::ClientConfig::builder()
-                .with_root_certificates(roots)
-                .with_no_client_auth(),
-        )
-    });
-    tokio_rustls::TlsConnector::from(config.clone())
-}
-
 struct Reply {
     status: StatusCode,
     headers: http::HeaderMap,
@@ -163,7 +147,7 @@ async fn get_once(url: &str, headers: &[(&str, String)]) -> Result<Reply, OciErr
     let response = if https {
         let name = rustls::pki_types::ServerName::try_from(host.clone())
             .map_err(|e| fail(format!("{e}")))?;
-        let tls = tls_connector()
+        let tls = super::pinned_send::tls_connector()
             .connect(name, tcp)
             .await
             .map_err(|e| fail(format!("TLS: {e}")))?;

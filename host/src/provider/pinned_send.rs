@@ -22,7 +22,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub type ConnectionTask = Box<dyn Future<Output = Result<(), Error>> + Send>;
 
-fn tls_connector() -> tokio_rustls::TlsConnector {
+/// TLS with the webpki roots (egress of guests, OCI pulls).
+pub(super) fn tls_connector() -> tokio_rustls::TlsConnector {
     static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
     let config = CONFIG.get_or_init(|| {
         let roots = rustls::RootCertStore {

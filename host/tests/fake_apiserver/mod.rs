@@ -182,28 +182,18 @@ impl FakeApiServer {
     }
 
     /// Put an object in place (as another client would), notifying watchers.
-    pub fn put(&self, collection: &str, mut object: Value) {
+    pub fn put(&self, collection: &str, object: Value) {
         let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
         self.with(|s| {
-            s.rv += 1;
-            object["metadata"]["resourceVersion"] = json!(s.rv.to_string());
-            let kind = if s
+            let exists = s
                 .objects
                 .get(collection)
-                .is_some_and(|m| m.contains_key(&name))
-            {
-                "MODIFIED"
-            } else {
-                "ADDED"
-            };
-            s.objects
-                .entry(collection.to_string())
-                .or_default()
-                .insert(name, object.clone());
-            notify(s, collection, kind, &object);
+                .is_some_and(|m| m.contains_key(&name));
+            let kind = if exists { "MODIFIED" } else { "ADDED" };
+            store(s, collection, name, object, kind);
         });
     }
 
@@ -327,7 +317,7 @@ impl FakeApiServer {
                 }
             }
             (&Method::POST, None) => {
-                let mut object = body.unwrap_or(Value::Null);
+                let object = body.unwrap_or(Value::Null);
                 let name = object["metadata"]["name"]
                     .as_str()
                     .unwrap_or_default()
@@ -342,18 +332,11 @@ impl FakeApiServer {
                         &status(409, "AlreadyExists", &format!("{name} exists")),
                     );
                 }
-                state.rv += 1;
-                object["metadata"]["resourceVersion"] = json!(state.rv.to_string());
-                state
-                    .objects
-                    .entry(collection.clone())
-                    .or_default()
-                    .insert(name, object.clone());
-                notify(&mut state, &collection, "ADDED", &object);
+                let object = store(&mut state, &collection, name, object, "ADDED");
                 respond(201, &object)
             }
             (&Method::PUT, Some(name)) => {
-                let mut object = body.unwrap_or(Value::Null);
+                let object = body.unwrap_or(Value::Null);
                 let Some(current) = state
                     .objects
                     .get(&collection)
@@ -368,14 +351,7 @@ impl FakeApiServer {
                         &status(409, "Conflict", "the object has been modified"),
                     );
                 }
-                state.rv += 1;
-                object["metadata"]["resourceVersion"] = json!(state.rv.to_string());
-                state
-                    .objects
-                    .entry(collection.clone())
-                    .or_default()
-                    .insert(name, object.clone());
-                notify(&mut state, &collection, "MODIFIED", &object);
+                let object = store(&mut state, &collection, name, object, "MODIFIED");
                 respond(200, &object)
             }
             (&Method::PATCH, Some(name)) => {
@@ -406,14 +382,7 @@ impl FakeApiServer {
                     map.remove("status");
                 }
                 merge(&mut object, &patch);
-                state.rv += 1;
-                object["metadata"]["resourceVersion"] = json!(state.rv.to_string());
-                state
-                    .objects
-                    .entry(collection.clone())
-                    .or_default()
-                    .insert(name, object.clone());
-                notify(&mut state, &collection, "MODIFIED", &object);
+                let object = store(&mut state, &collection, name, object, "MODIFIED");
                 respond(200, &object)
             }
             (method, _) => respond(
@@ -422,6 +391,25 @@ impl FakeApiServer {
             ),
         }
     }
+}
+
+/// A write: the next resourceVersion, stored, watchers told; the object.
+fn store(
+    state: &mut State,
+    collection: &str,
+    name: String,
+    mut object: Value,
+    kind: &str,
+) -> Value {
+    state.rv += 1;
+    object["metadata"]["resourceVersion"] = json!(state.rv.to_string());
+    state
+        .objects
+        .entry(collection.to_string())
+        .or_default()
+        .insert(name, object.clone());
+    notify(state, collection, kind, &object);
+    object
 }
 
 fn notify(state: &mut State, collection: &str, kind: &str, object: &Value) {

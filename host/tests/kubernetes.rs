@@ -434,3 +434,28 @@ async fn the_crd_is_registered_only_when_absent() {
     let creates = server.writes().iter().filter(|w| w.path == crds).count();
     assert_eq!(creates, 1);
 }
+
+#[tokio::test]
+async fn an_azure_mode_node_gets_status_azure_interfaces() {
+    let (client, server) = FakeApiServer::start();
+    let mut node = agent_node("aks-1", "i-0001", 4);
+    node["spec"]["azure"] = json!({"interface-name": "eth0"});
+    server.put(CILIUMNODES, node);
+    let store = synced_store(client, "ipam-operator").await;
+    let maintainer = maintainer(store, engine_settings(false)).await;
+    maintainer.maintain("aks-1", 0).await.unwrap();
+    let written = server.get(CILIUMNODES, "aks-1").unwrap();
+    let nic = &written["status"]["azure"]["interfaces"][0];
+    assert_eq!(nic["CIDR"], "10.0.0.0/24", "{written}");
+    assert_eq!(nic["GatewayIP"], "10.0.0.1");
+    assert_eq!(
+        nic["addresses"].as_array().map(Vec::len),
+        Some(5),
+        "primary and four"
+    );
+    assert!(
+        written["status"]["eni"].get("enis").is_none(),
+        "no ENI status for an Azure node"
+    );
+    assert_eq!(written["spec"]["azure"]["interface-name"], "eth0");
+}

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::allocate::{allocate_step, pool_of, Step};
 use super::cache::InstanceCache;
-use super::node::{CiliumNode, EniInterface, EniSubnet, EniVpc};
+use super::node::{AzureAddress, AzureInterface, CiliumNode, EniInterface, EniSubnet, EniVpc};
 use super::reclaim::{ReleaseMemory, ReleaseRound};
 use super::store::{Announcement, NodeStore, NodeUpdate, StoreError};
 use super::watermarks;
@@ -251,9 +251,18 @@ impl Maintainer {
             if pool != node.spec.ipam.pool {
                 update.pool = Some(pool);
             }
-            let enis = self.enis_of(&instance);
-            if enis != node.status.eni.enis {
-                update.enis = Some(enis);
+            // Azure-mode agents (spec.azure set) read status.azure; ENI-mode
+            // agents status.eni.
+            if node.spec.azure.is_some() {
+                let interfaces = self.azure_interfaces_of(&instance);
+                if interfaces != node.status.azure.interfaces {
+                    update.azure_interfaces = Some(interfaces);
+                }
+            } else {
+                let enis = self.enis_of(&instance);
+                if enis != node.status.eni.enis {
+                    update.enis = Some(enis);
+                }
             }
         }
         if let Some(error) = operator_error {
@@ -309,6 +318,46 @@ impl Maintainer {
                         .collect(),
                 };
                 (eni.id.clone(), interface)
+            })
+            .collect()
+    }
+
+    /// status.azure.interfaces: each interface with its addresses, subnet
+    /// CIDR and gateway (the subnet's first address, as Azure has it).
+    fn azure_interfaces_of(&self, instance: &Instance) -> Vec<AzureInterface> {
+        let subnets = self.cache.subnets();
+        instance
+            .interfaces
+            .iter()
+            .map(|nic| {
+                let cidr = subnets
+                    .iter()
+                    .find(|s| s.id == nic.subnet_id)
+                    .map(|s| s.cidr.clone())
+                    .unwrap_or_default();
+                let gateway_ip = cidr
+                    .parse::<ipnet::Ipv4Net>()
+                    .ok()
+                    .map(|net| std::net::Ipv4Addr::from(u32::from(net.network()) + 1).to_string())
+                    .unwrap_or_default();
+                let address = |ip: &String| AzureAddress {
+                    ip: ip.clone(),
+                    subnet: nic.subnet_id.clone(),
+                    state: "succeeded".into(),
+                };
+                AzureInterface {
+                    id: nic.id.clone(),
+                    name: nic.id.rsplit('/').next().unwrap_or_default().to_string(),
+                    mac: nic.mac.clone(),
+                    state: "succeeded".into(),
+                    addresses: std::iter::once(&nic.primary_ip)
+                        .chain(&nic.addresses)
+                        .map(address)
+                        .collect(),
+                    security_group: nic.security_groups.first().cloned().unwrap_or_default(),
+                    gateway_ip,
+                    cidr,
+                }
             })
             .collect()
     }

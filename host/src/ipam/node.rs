@@ -32,6 +32,17 @@ pub struct NodeSpec {
     pub ipam: IpamSpec,
     #[serde(default)]
     pub eni: EniSpec,
+    /// spec.azure: present on nodes of Cilium's Azure IPAM mode, whose agents
+    /// read status.azure.interfaces instead of status.eni.enis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<AzureSpec>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AzureSpec {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub interface_name: String,
 }
 
 /// An address and what it belongs to (`spec.ipam.pool`, `status.ipam.used`).
@@ -102,6 +113,49 @@ pub struct NodeStatus {
     pub ipam: IpamStatus,
     #[serde(default)]
     pub eni: EniStatus,
+    #[serde(default)]
+    pub azure: AzureStatus,
+}
+
+/// status.azure: the node's interfaces, as Cilium's Azure IPAM mode has them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AzureStatus {
+    #[serde(default)]
+    pub interfaces: Vec<AzureInterface>,
+}
+
+/// Field names as in Cilium's pkg/azure/types (GatewayIP and CIDR included).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AzureInterface {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub mac: String,
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub addresses: Vec<AzureAddress>,
+    #[serde(default)]
+    pub security_group: String,
+    #[serde(rename = "GatewayIP", default)]
+    pub gateway_ip: String,
+    #[serde(rename = "CIDR", default)]
+    pub cidr: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AzureAddress {
+    #[serde(default)]
+    pub ip: String,
+    #[serde(default)]
+    pub subnet: String,
+    #[serde(default)]
+    pub state: String,
 }
 
 /// status.ipam: `used` is the agent's; `release-ips` is shared by the release
@@ -267,6 +321,27 @@ mod tests {
         );
         assert_eq!(node.status.ipam.operator_status.error, "subnet full");
         assert_eq!(node.status.eni.enis["eni-1"].subnet.cidr, "10.0.1.0/24");
+    }
+
+    #[test]
+    fn reads_azure_nodes() {
+        let node: CiliumNode = serde_json::from_str(
+            r#"{"name": "aks-1", "spec": {"azure": {"interface-name": "eth0"}},
+                "status": {"azure": {"interfaces": [{"id": "/subscriptions/s/nic-1", "name": "nic-1",
+                  "mac": "00-0D-3A", "state": "Succeeded", "GatewayIP": "10.240.0.1", "CIDR": "10.240.0.0/16",
+                  "addresses": [{"ip": "10.240.0.5", "subnet": "s1", "state": "Succeeded"}]}]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            node.spec.azure.as_ref().map(|a| a.interface_name.as_str()),
+            Some("eth0")
+        );
+        let nic = &node.status.azure.interfaces[0];
+        assert_eq!(
+            (nic.gateway_ip.as_str(), nic.cidr.as_str()),
+            ("10.240.0.1", "10.240.0.0/16")
+        );
+        assert_eq!(nic.addresses[0].ip, "10.240.0.5");
     }
 
     #[test]

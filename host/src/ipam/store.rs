@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
-use super::node::{AllocationIp, CiliumNode, EniInterface};
+use super::node::{AllocationIp, AzureInterface, CiliumNode, EniInterface};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeEvent {
@@ -44,6 +44,8 @@ pub struct NodeUpdate {
     pub operator_error: Option<String>,
     /// Replaces status.eni.enis.
     pub enis: Option<BTreeMap<String, EniInterface>>,
+    /// Replaces status.azure.interfaces.
+    pub azure_interfaces: Option<Vec<AzureInterface>>,
 }
 
 impl NodeUpdate {
@@ -67,6 +69,9 @@ impl NodeUpdate {
         }
         if let Some(enis) = &self.enis {
             node.status.eni.enis = enis.clone();
+        }
+        if let Some(interfaces) = &self.azure_interfaces {
+            node.status.azure.interfaces = interfaces.clone();
         }
     }
 }

@@ -73,6 +73,12 @@ pub fn merge_patches(current: &CiliumNode, update: &NodeUpdate) -> (Option<Value
             status.insert("eni".into(), json!({ "enis": patch }));
         }
     }
+    if let Some(interfaces) = &update.azure_interfaces {
+        if *interfaces != current.status.azure.interfaces {
+            // A list: a merge patch replaces it whole.
+            status.insert("azure".into(), json!({ "interfaces": interfaces }));
+        }
+    }
     let status = (!status.is_empty()).then(|| json!({ "status": status }));
     (spec, status)
 }

@@ -459,3 +459,38 @@ async fn an_azure_mode_node_gets_status_azure_interfaces() {
     );
     assert_eq!(written["spec"]["azure"]["interface-name"], "eth0");
 }
+
+#[tokio::test]
+async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
+    let (client, server) = FakeApiServer::start();
+    server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
+    let a = replica(client.clone(), "op-a").await;
+    eventually("op-a leads and fills n1", || {
+        *a.leader.borrow() && pool_len(&server, "n1") == 8
+    })
+    .await;
+    // Another holder takes the lease (as after a partition).
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+    let mut lease = server.get(leases, "ipam-operator").unwrap();
+    lease["spec"]["holderIdentity"] = json!("intruder");
+    lease["spec"]["leaseDurationSeconds"] = json!(600);
+    lease["spec"]["renewTime"] = json!(k8s_openapi::jiff::Timestamp::now().to_string());
+    server.put(leases, lease);
+    eventually("op-a steps down", || !*a.leader.borrow()).await;
+    let before = written_by(&server, "op-a");
+    server.put(CILIUMNODES, agent_node("n3", "i-0003", 3));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        written_by(&server, "op-a"),
+        before,
+        "no write after losing the lease"
+    );
+    assert_eq!(pool_len(&server, "n3"), 0);
+    let _ = a.stop.send(true);
+    a.task.await.unwrap();
+    let lease = server.get(leases, "ipam-operator").unwrap();
+    assert_eq!(
+        lease["spec"]["holderIdentity"], "intruder",
+        "not ours to hand back"
+    );
+}

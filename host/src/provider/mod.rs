@@ -4,6 +4,7 @@
 mod cache;
 pub mod credentials;
 pub mod egress;
+mod host_http;
 mod http_hooks;
 pub mod module;
 pub mod oci;

@@ -11,14 +11,11 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use bytes::Bytes;
-use http::{Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper_util::rt::TokioIo;
+use http::{Method, StatusCode, Uri};
 use sha2::{Digest, Sha256};
-use tokio::net::TcpStream;
 
-/// The most a manifest or a module may weigh.
-const MAX_BYTES: usize = 64 << 20;
+use super::host_http::{request, Reply};
+
 const MANIFEST_TYPES: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
 /// Layer media types of a wasm component (wkg / wasm-pkg-tools, ORAS).
 const WASM_LAYERS: &[&str] = &[
@@ -110,84 +107,6 @@ fn sha256(bytes: &[u8]) -> String {
     )
 }
 
-struct Reply {
-    status: StatusCode,
-    headers: http::HeaderMap,
-    body: Bytes,
-}
-
-/// One GET over a fresh connection (HTTP/1.1; TLS for https).
-async fn get_once(url: &str, headers: &[(&str, String)]) -> Result<Reply, OciError> {
-    let fail = |message: String| OciError::Http {
-        url: url.to_string(),
-        message,
-    };
-    let uri: Uri = url.parse().map_err(|e| fail(format!("{e}")))?;
-    let host = uri
-        .host()
-        .ok_or_else(|| fail("no host".into()))?
-        .to_string();
-    let https = uri.scheme_str() == Some("https");
-    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let tcp = TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(|e| fail(format!("connect: {e}")))?;
-    let mut request = Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
-        .header(
-            http::header::HOST,
-            uri.authority().map_or(host.clone(), |a| a.to_string()),
-        )
-        .header(http::header::USER_AGENT, "ipam-operator");
-    for (name, value) in headers {
-        request = request.header(*name, value.as_str());
-    }
-    let request = request
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| fail(format!("{e}")))?;
-    let response = if https {
-        let name = rustls::pki_types::ServerName::try_from(host.clone())
-            .map_err(|e| fail(format!("{e}")))?;
-        let tls = super::pinned_send::tls_connector()
-            .connect(name, tcp)
-            .await
-            .map_err(|e| fail(format!("TLS: {e}")))?;
-        send(TokioIo::new(tls), request).await
-    } else {
-        send(TokioIo::new(tcp), request).await
-    }
-    .map_err(fail)?;
-    let (parts, body) = response.into_parts();
-    let body = Limited::new(body, MAX_BYTES)
-        .collect()
-        .await
-        .map_err(|e| fail(format!("body: {e}")))?
-        .to_bytes();
-    Ok(Reply {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-    })
-}
-
-async fn send<T>(
-    io: T,
-    request: Request<Empty<Bytes>>,
-) -> Result<http::Response<hyper::body::Incoming>, String>
-where
-    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| format!("HTTP: {e}"))?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    sender
-        .send_request(request)
-        .await
-        .map_err(|e| format!("HTTP: {e}"))
-}
-
 /// GET following redirects (blob downloads go to storage); the token is
 /// only sent to the registry itself.
 async fn get(url: &str, accept: &str, token: Option<&str>) -> Result<Reply, OciError> {
@@ -199,7 +118,12 @@ async fn get(url: &str, accept: &str, token: Option<&str>) -> Result<Reply, OciE
         if let Some(token) = token.filter(|_| origin(&url) == registry) {
             headers.push(("authorization", format!("Bearer {token}")));
         }
-        let reply = get_once(&url, &headers).await?;
+        let reply = request(Method::GET, &url, &headers, Bytes::new())
+            .await
+            .map_err(|e| OciError::Http {
+                url: e.url,
+                message: e.message,
+            })?;
         if reply.status.is_redirection() {
             if let Some(location) = reply
                 .headers

@@ -18,6 +18,7 @@ use ipam_host::k8s::operator::Operator;
 use ipam_host::k8s::store::{KubeNodeStore, FIELD_MANAGER};
 use ipam_host::limits::{LimitedCloud, LimitsConfig};
 use ipam_host::metrics::Metrics;
+use ipam_host::provider::aws_credentials::{AwsCredentialConfig, RefreshingCredentials};
 use ipam_host::provider::{CallLimits, ProviderRuntime, RuntimeConfig};
 use ipam_host::serve::{serve, Endpoints};
 use sha2::{Digest, Sha256};
@@ -44,6 +45,12 @@ pub struct RunArgs {
     /// The provider's credentials (a map of strings), mounted from a Secret.
     #[arg(long, env = "IPAM_PROVIDER_CREDENTIALS", value_name = "FILE")]
     pub provider_credentials: Option<PathBuf>,
+    /// Where the provider's credentials come from: `file` (--provider-credentials,
+    /// a mounted Secret) or `aws` (the AWS chain resolved by the host:
+    /// AWS_ACCESS_KEY_ID/SECRET env, web identity via STS (IRSA), IMDSv2),
+    /// refreshed before expiry.
+    #[arg(long, env = "IPAM_CREDENTIALS_SOURCE", default_value = "file", value_parser = ["file", "aws"])]
+    pub credentials_source: String,
     /// An origin the provider may reach (scheme://host[:port]); repeatable.
     #[arg(
         long = "allow-egress",
@@ -168,7 +175,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             path.display()
         );
     }
-    let provider_config = load_config(
+    let mut provider_config = load_config(
         &args.provider,
         args.provider_settings.as_deref(),
         &args.egress,
@@ -178,6 +185,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             memory_bytes: args.provider_memory_mib << 20,
         },
     )?;
+    if args.credentials_source == "aws" {
+        provider_config.credentials = RefreshingCredentials::start(AwsCredentialConfig::from_env())
+            .await
+            .context("resolving AWS credentials")?;
+    }
     let runtime = ProviderRuntime::new(RuntimeConfig::default())?;
     let provider = runtime
         .load(&bytes, provider_config)

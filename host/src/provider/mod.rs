@@ -1,6 +1,7 @@
 //! The provider runtime: provider components run under wasmtime, exposed to
 //! the rest of the host as [`crate::cloud::CloudApi`].
 
+pub mod aws_credentials;
 mod cache;
 pub mod credentials;
 pub mod egress;

@@ -1,0 +1,411 @@
+//! AWS credentials resolved natively by the host, from the sources a pod on
+//! AWS has, in the AWS SDKs' default order: static keys in the environment
+//! (a mounted Secret), a web identity token exchanged with STS (IRSA), then
+//! the instance profile through IMDSv2. The host may reach the metadata
+//! address; a guest never can (its egress policy refuses link-local). The
+//! guest receives `access-key-id`, `secret-access-key` and, for temporary
+//! credentials, `session-token`, with their expiry; [`RefreshingCredentials`]
+//! fetches new ones before that.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Method;
+
+use super::credentials::{CredentialSource, Credentials};
+use super::host_http::request;
+
+pub const ACCESS_KEY_ID: &str = "access-key-id";
+pub const SECRET_ACCESS_KEY: &str = "secret-access-key";
+pub const SESSION_TOKEN: &str = "session-token";
+
+/// Refresh this long before expiry (the SDKs use 5 minutes).
+const REFRESH_AHEAD: Duration = Duration::from_secs(300);
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AwsCredentialError {
+    #[error("no AWS credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_WEB_IDENTITY_TOKEN_FILE/AWS_ROLE_ARN, or run where IMDS answers ({0})")]
+    NoSource(String),
+    #[error("reading the web identity token {path}: {message}")]
+    TokenFile { path: String, message: String },
+    #[error("{source_name}: {message}")]
+    Endpoint {
+        source_name: &'static str,
+        message: String,
+    },
+}
+
+/// Where to look; every field can be pointed at a local stub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsCredentialConfig {
+    /// The environment as seen at start (AWS_* variables).
+    pub env: BTreeMap<String, String>,
+    /// STS endpoint; `https://sts.{region}.amazonaws.com` by default.
+    pub sts_endpoint: Option<String>,
+    /// IMDS endpoint (AWS_EC2_METADATA_SERVICE_ENDPOINT), default
+    /// `http://169.254.169.254`.
+    pub imds_endpoint: String,
+}
+
+impl AwsCredentialConfig {
+    /// From this process's environment.
+    pub fn from_env() -> Self {
+        let env: BTreeMap<String, String> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("AWS_"))
+            .collect();
+        let imds_endpoint = env
+            .get("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+            .cloned()
+            .unwrap_or_else(|| "http://169.254.169.254".into());
+        let sts_endpoint = env.get("AWS_ENDPOINT_URL_STS").cloned();
+        Self {
+            env,
+            sts_endpoint,
+            imds_endpoint,
+        }
+    }
+
+    fn var(&self, name: &str) -> Option<&str> {
+        self.env
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    fn region(&self) -> &str {
+        self.var("AWS_REGION")
+            .or(self.var("AWS_DEFAULT_REGION"))
+            .unwrap_or("us-east-1")
+    }
+}
+
+/// The source the chain settles on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AwsSource {
+    Environment,
+    WebIdentity {
+        token_file: String,
+        role_arn: String,
+        session_name: String,
+    },
+    InstanceProfile,
+}
+
+/// The SDKs' order: environment keys, then web identity, then IMDS.
+pub fn choose(config: &AwsCredentialConfig) -> AwsSource {
+    if config.var("AWS_ACCESS_KEY_ID").is_some() && config.var("AWS_SECRET_ACCESS_KEY").is_some() {
+        return AwsSource::Environment;
+    }
+    if let (Some(token_file), Some(role_arn)) = (
+        config.var("AWS_WEB_IDENTITY_TOKEN_FILE"),
+        config.var("AWS_ROLE_ARN"),
+    ) {
+        return AwsSource::WebIdentity {
+            token_file: token_file.into(),
+            role_arn: role_arn.into(),
+            session_name: config
+                .var("AWS_ROLE_SESSION_NAME")
+                .unwrap_or("ipam-operator")
+                .into(),
+        };
+    }
+    AwsSource::InstanceProfile
+}
+
+fn credentials(
+    key: &str,
+    secret: &str,
+    token: Option<&str>,
+    expires_at: Option<u64>,
+) -> Credentials {
+    let mut values = BTreeMap::from([
+        (ACCESS_KEY_ID.to_string(), key.to_string()),
+        (SECRET_ACCESS_KEY.to_string(), secret.to_string()),
+    ]);
+    if let Some(token) = token {
+        values.insert(SESSION_TOKEN.to_string(), token.to_string());
+    }
+    Credentials { values, expires_at }
+}
+
+/// RFC 3339 (`2026-11-21T21:00:00Z`) to unix seconds.
+fn unix_seconds(text: &str) -> Option<u64> {
+    text.trim()
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .and_then(|t| u64::try_from(t.as_second()).ok())
+}
+
+/// Percent-encoding for a form body (RFC 3986 unreserved kept).
+fn form_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The text of `<tag>...</tag>` inside `xml` (STS answers are small and flat).
+fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let start = xml.find(&open)? + open.len();
+    let end = xml[start..].find(&format!("</{tag}>"))? + start;
+    Some(xml[start..end].trim())
+}
+
+fn endpoint_error(source_name: &'static str) -> impl Fn(String) -> AwsCredentialError {
+    move |message| AwsCredentialError::Endpoint {
+        source_name,
+        message,
+    }
+}
+
+async fn web_identity(
+    config: &AwsCredentialConfig,
+    token_file: &str,
+    role_arn: &str,
+    session_name: &str,
+) -> Result<Credentials, AwsCredentialError> {
+    let fail = endpoint_error("STS AssumeRoleWithWebIdentity");
+    let token = std::fs::read_to_string(token_file).map_err(|e| AwsCredentialError::TokenFile {
+        path: token_file.into(),
+        message: e.to_string(),
+    })?;
+    let endpoint = config
+        .sts_endpoint
+        .clone()
+        .unwrap_or_else(|| format!("https://sts.{}.amazonaws.com", config.region()));
+    let body = format!(
+        "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}",
+        form_encode(role_arn),
+        form_encode(session_name),
+        form_encode(token.trim())
+    );
+    let reply = request(
+        Method::POST,
+        &format!("{}/", endpoint.trim_end_matches('/')),
+        &[(
+            "content-type",
+            "application/x-www-form-urlencoded".to_string(),
+        )],
+        Bytes::from(body),
+    )
+    .await
+    .map_err(|e| fail(e.to_string()))?;
+    let xml = String::from_utf8_lossy(&reply.body);
+    if !reply.status.is_success() {
+        let code = xml_text(&xml, "Code").unwrap_or("unknown error");
+        return Err(fail(format!("{}: {code}", reply.status)));
+    }
+    let field = |tag: &str| {
+        xml_text(&xml, tag)
+            .map(str::to_string)
+            .ok_or_else(|| fail(format!("no {tag} in the answer")))
+    };
+    Ok(credentials(
+        &field("AccessKeyId")?,
+        &field("SecretAccessKey")?,
+        Some(&field("SessionToken")?),
+        unix_seconds(&field("Expiration")?),
+    ))
+}
+
+async fn instance_profile(config: &AwsCredentialConfig) -> Result<Credentials, AwsCredentialError> {
+    let fail = endpoint_error("IMDSv2");
+    let base = config.imds_endpoint.trim_end_matches('/');
+    let token = request(
+        Method::PUT,
+        &format!("{base}/latest/api/token"),
+        &[("x-aws-ec2-metadata-token-ttl-seconds", "21600".into())],
+        Bytes::new(),
+    )
+    .await
+    .map_err(|e| fail(e.to_string()))?;
+    if !token.status.is_success() {
+        return Err(fail(format!("token: {}", token.status)));
+    }
+    let token = String::from_utf8_lossy(&token.body).trim().to_string();
+    let header = [("x-aws-ec2-metadata-token", token)];
+    let roles_url = format!("{base}/latest/meta-data/iam/security-credentials/");
+    let roles = request(Method::GET, &roles_url, &header, Bytes::new())
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    if !roles.status.is_success() {
+        return Err(fail(format!("no instance profile: {}", roles.status)));
+    }
+    let role = String::from_utf8_lossy(&roles.body)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    if role.is_empty() {
+        return Err(fail("no instance profile role".into()));
+    }
+    let answer = request(
+        Method::GET,
+        &format!("{roles_url}{role}"),
+        &header,
+        Bytes::new(),
+    )
+    .await
+    .map_err(|e| fail(e.to_string()))?;
+    if !answer.status.is_success() {
+        return Err(fail(format!("role {role}: {}", answer.status)));
+    }
+    let doc: serde_json::Value =
+        serde_json::from_slice(&answer.body).map_err(|e| fail(format!("role {role}: {e}")))?;
+    let field = |name: &str| {
+        doc.get(name)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .ok_or_else(|| fail(format!("no {name} for role {role}")))
+    };
+    Ok(credentials(
+        &field("AccessKeyId")?,
+        &field("SecretAccessKey")?,
+        Some(&field("Token")?),
+        unix_seconds(&field("Expiration")?),
+    ))
+}
+
+/// Credentials from `source` now.
+pub async fn fetch(
+    source: &AwsSource,
+    config: &AwsCredentialConfig,
+) -> Result<Credentials, AwsCredentialError> {
+    match source {
+        AwsSource::Environment => Ok(credentials(
+            config.var("AWS_ACCESS_KEY_ID").unwrap_or_default(),
+            config.var("AWS_SECRET_ACCESS_KEY").unwrap_or_default(),
+            config.var("AWS_SESSION_TOKEN"),
+            None,
+        )),
+        AwsSource::WebIdentity {
+            token_file,
+            role_arn,
+            session_name,
+        } => web_identity(config, token_file, role_arn, session_name).await,
+        AwsSource::InstanceProfile => instance_profile(config)
+            .await
+            .map_err(|e| AwsCredentialError::NoSource(e.to_string())),
+    }
+}
+
+/// The chain's credentials, refreshed in the background before they expire;
+/// guests read the latest without waiting.
+pub struct RefreshingCredentials {
+    latest: RwLock<Credentials>,
+}
+
+impl RefreshingCredentials {
+    /// Resolve once (an error here stops the operator from starting without
+    /// credentials), then keep them fresh.
+    pub async fn start(config: AwsCredentialConfig) -> Result<Arc<Self>, AwsCredentialError> {
+        let source = choose(&config);
+        let first = fetch(&source, &config).await?;
+        tracing::info!(source = ?source_kind(&source), expires_at = ?first.expires_at, "AWS credentials resolved");
+        let this = Arc::new(Self {
+            latest: RwLock::new(first),
+        });
+        let weak = Arc::downgrade(&this);
+        tokio::spawn(async move {
+            loop {
+                let Some(this) = weak.upgrade() else { return };
+                let Some(expires_at) = this.read().expires_at else {
+                    return;
+                };
+                drop(this);
+                let now = crate::ipam::allocate::unix_now();
+                let wait = Duration::from_secs(expires_at.saturating_sub(now))
+                    .saturating_sub(REFRESH_AHEAD);
+                tokio::time::sleep(wait).await;
+                let Some(this) = weak.upgrade() else { return };
+                match fetch(&source, &config).await {
+                    Ok(fresh) => {
+                        tracing::info!(expires_at = ?fresh.expires_at, "AWS credentials refreshed");
+                        *this.latest.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "refreshing AWS credentials failed; retrying");
+                        drop(this);
+                        tokio::time::sleep(RETRY_AFTER_FAILURE).await;
+                    }
+                }
+            }
+        });
+        Ok(this)
+    }
+
+    fn read(&self) -> Credentials {
+        self.latest
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+fn source_kind(source: &AwsSource) -> &'static str {
+    match source {
+        AwsSource::Environment => "environment",
+        AwsSource::WebIdentity { .. } => "web-identity",
+        AwsSource::InstanceProfile => "instance-profile",
+    }
+}
+
+impl CredentialSource for RefreshingCredentials {
+    fn current(&self) -> Result<Credentials, String> {
+        Ok(self.read())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> AwsCredentialConfig {
+        AwsCredentialConfig {
+            env: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            sts_endpoint: None,
+            imds_endpoint: "http://169.254.169.254".into(),
+        }
+    }
+
+    #[test]
+    fn the_chain_prefers_keys_then_web_identity_then_imds() {
+        let keys = config(&[("AWS_ACCESS_KEY_ID", "AK"), ("AWS_SECRET_ACCESS_KEY", "SK")]);
+        assert_eq!(choose(&keys), AwsSource::Environment);
+        let irsa = config(&[
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/secrets/eks/token"),
+            ("AWS_ROLE_ARN", "arn:aws:iam::1:role/r"),
+        ]);
+        assert!(
+            matches!(choose(&irsa), AwsSource::WebIdentity { ref session_name, .. } if session_name == "ipam-operator")
+        );
+        assert_eq!(
+            choose(&config(&[("AWS_ACCESS_KEY_ID", "AK")])),
+            AwsSource::InstanceProfile
+        );
+    }
+
+    #[test]
+    fn helpers() {
+        assert_eq!(
+            form_encode("arn:aws:iam::1:role/r a"),
+            "arn%3Aaws%3Aiam%3A%3A1%3Arole%2Fr%20a"
+        );
+        assert_eq!(unix_seconds("1970-01-01T00:01:40Z"), Some(100));
+        assert_eq!(xml_text("<A><Code>Nope</Code></A>", "Code"), Some("Nope"));
+        assert_eq!(xml_text("<A/>", "Code"), None);
+    }
+}

@@ -1,0 +1,242 @@
+//! AWS credentials resolved by the host: web identity against a local STS
+//! stub, the instance profile against a local IMDSv2 stub, static keys from
+//! the environment; each reaches a guest through the credentials import and
+//! temporary ones are refreshed before they expire.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use ipam_host::cloud::CloudApi;
+use ipam_host::provider::aws_credentials::{
+    AwsCredentialConfig, RefreshingCredentials, ACCESS_KEY_ID, SESSION_TOKEN,
+};
+use ipam_host::provider::credentials::CredentialSource;
+
+type Handler =
+    dyn Fn(&Method, &str, &http::HeaderMap, &str, usize) -> (StatusCode, String) + Send + Sync;
+
+/// A stub server on 127.0.0.1 answering with `handler` (given the request
+/// number); its base URL and request counter.
+async fn stub(handler: Arc<Handler>) -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let count = Arc::new(AtomicUsize::new(0));
+    let counting = count.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (handler, count) = (handler.clone(), counting.clone());
+            tokio::spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                        let (handler, count) = (handler.clone(), count.clone());
+                        async move {
+                            let (parts, body) = request.into_parts();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let n = count.fetch_add(1, Ordering::SeqCst);
+                            let (status, text) = handler(
+                                &parts.method,
+                                parts.uri.path(),
+                                &parts.headers,
+                                &String::from_utf8_lossy(&body),
+                                n,
+                            );
+                            Ok::<_, Infallible>(
+                                Response::builder()
+                                    .status(status)
+                                    .body(Full::new(Bytes::from(text)))
+                                    .unwrap(),
+                            )
+                        }
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (base, count)
+}
+
+fn rfc3339_in(seconds: i64) -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(seconds))
+        .unwrap()
+        .to_string()
+}
+
+fn config(env: &[(&str, &str)], sts: Option<String>, imds: &str) -> AwsCredentialConfig {
+    AwsCredentialConfig {
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
+        sts_endpoint: sts,
+        imds_endpoint: imds.into(),
+    }
+}
+
+/// The misbehave guest in credentials mode answers get-vpcs with the value
+/// of `key` it got through the host import.
+async fn seen_by_guest(source: Arc<dyn CredentialSource>, key: &str) -> String {
+    let mut config =
+        common::config(&serde_json::json!({"mode": "credentials", "key": key}).to_string());
+    config.credentials = source;
+    let provider = common::runtime()
+        .load(&common::component("misbehave"), config)
+        .await
+        .expect("misbehave loads");
+    provider
+        .get_vpcs()
+        .await
+        .expect("credentials reached the guest")[0]
+        .id
+        .clone()
+}
+
+#[tokio::test]
+async fn web_identity_is_exchanged_with_sts_and_reaches_the_guest() {
+    let expiration = rfc3339_in(3600);
+    let handler: Arc<Handler> = Arc::new(move |method, path, headers, body, _| {
+        let form: BTreeMap<String, String> = body
+            .split('&')
+            .filter_map(|p| p.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let ok = method == Method::POST
+            && path == "/"
+            && headers
+                .get("content-type")
+                .is_some_and(|c| c == "application/x-www-form-urlencoded")
+            && form.get("Action").map(String::as_str) == Some("AssumeRoleWithWebIdentity")
+            && form.get("RoleArn").map(String::as_str)
+                == Some("arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2Fipam")
+            && form.get("WebIdentityToken").map(String::as_str) == Some("eyJ.token.sig");
+        if !ok {
+            return (
+                StatusCode::BAD_REQUEST,
+                "<ErrorResponse><Error><Code>InvalidParameterValue</Code></Error></ErrorResponse>"
+                    .into(),
+            );
+        }
+        (
+            StatusCode::OK,
+            format!(
+                "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials>\
+             <AccessKeyId>ASIAWEBIDENTITY</AccessKeyId><SecretAccessKey>secret</SecretAccessKey>\
+             <SessionToken>session</SessionToken><Expiration>{expiration}</Expiration>\
+             </Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>"
+            ),
+        )
+    });
+    let (sts, _) = stub(handler).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "eyJ.token.sig\n").unwrap();
+    let token = token.display().to_string();
+    let source = RefreshingCredentials::start(config(
+        &[
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", &token),
+            ("AWS_ROLE_ARN", "arn:aws:iam::111122223333:role/ipam"),
+        ],
+        Some(sts),
+        "http://127.0.0.1:9",
+    ))
+    .await
+    .expect("STS answered");
+    let now = source.current().unwrap();
+    assert_eq!(now.values[SESSION_TOKEN], "session");
+    assert!(now.expires_at.is_some());
+    assert_eq!(
+        seen_by_guest(source, ACCESS_KEY_ID).await,
+        "ASIAWEBIDENTITY"
+    );
+}
+
+fn imds_handler(expiry_seconds: i64) -> Arc<Handler> {
+    Arc::new(move |method, path, headers, _, n| {
+        let token_ok = headers
+            .get("x-aws-ec2-metadata-token")
+            .is_some_and(|t| t == "imds-token");
+        match (method.as_str(), path) {
+            ("PUT", "/latest/api/token")
+                if headers.contains_key("x-aws-ec2-metadata-token-ttl-seconds") =>
+            {
+                (StatusCode::OK, "imds-token".into())
+            }
+            // IMDSv1 (no token) is refused, as on a hardened instance.
+            ("GET", _) if !token_ok => (StatusCode::UNAUTHORIZED, String::new()),
+            ("GET", "/latest/meta-data/iam/security-credentials/") => {
+                (StatusCode::OK, "node-role\n".into())
+            }
+            ("GET", "/latest/meta-data/iam/security-credentials/node-role") => (
+                StatusCode::OK,
+                serde_json::json!({"Code": "Success", "AccessKeyId": format!("ASIAINSTANCE{n}"),
+                    "SecretAccessKey": "secret", "Token": "token",
+                    "Expiration": rfc3339_in(expiry_seconds)})
+                .to_string(),
+            ),
+            _ => (StatusCode::NOT_FOUND, String::new()),
+        }
+    })
+}
+
+#[tokio::test]
+async fn the_instance_profile_comes_from_imdsv2_and_is_refreshed_before_expiry() {
+    // Credentials that expire in 302 s: refreshed 300 s ahead, so in ~2 s.
+    let (imds, requests) = stub(imds_handler(302)).await;
+    let source = RefreshingCredentials::start(config(&[], None, &imds))
+        .await
+        .expect("IMDS answered");
+    let first = source.current().unwrap().values[ACCESS_KEY_ID].clone();
+    assert!(first.starts_with("ASIAINSTANCE"), "{first}");
+    assert_eq!(seen_by_guest(source.clone(), ACCESS_KEY_ID).await, first);
+    let before = requests.load(Ordering::SeqCst);
+    let mut refreshed = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if source.current().unwrap().values[ACCESS_KEY_ID] != first {
+            refreshed = true;
+            break;
+        }
+    }
+    assert!(refreshed, "new credentials before the old ones expired");
+    assert!(
+        requests.load(Ordering::SeqCst) >= before + 3,
+        "token, role, credentials again"
+    );
+}
+
+#[tokio::test]
+async fn static_keys_from_the_environment_and_a_clear_error_without_any_source() {
+    let source = RefreshingCredentials::start(config(
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIASTATIC"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+        ],
+        None,
+        "http://127.0.0.1:9",
+    ))
+    .await
+    .unwrap();
+    assert_eq!(source.current().unwrap().expires_at, None);
+    assert_eq!(seen_by_guest(source, ACCESS_KEY_ID).await, "AKIASTATIC");
+    // Nothing configured and no IMDS (a closed port on 127.0.0.1).
+    let error = RefreshingCredentials::start(config(&[], None, "http://127.0.0.1:9"))
+        .await
+        .err()
+        .expect("no source")
+        .to_string();
+    assert!(error.contains("AWS_WEB_IDENTITY_TOKEN_FILE"), "{error}");
+}

@@ -30,7 +30,6 @@ use ipam_host::provider::{
     components_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
 };
 use ipam_host::simulate::{CloudModel, Latency};
-use tokio::sync::watch;
 
 const MUTATING: [&str; 4] = [
     "create-interface",
@@ -113,13 +112,11 @@ fn modelled(provider: Arc<WasmProvider>, metrics: &Arc<Metrics>) -> Arc<Cloud> {
     )
 }
 
-struct Started {
-    engine: Arc<Engine>,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-fn start(cloud: Arc<dyn CloudApi>, store: Arc<MemoryNodeStore>, metrics: Arc<Metrics>) -> Started {
+fn start(
+    cloud: Arc<dyn CloudApi>,
+    store: Arc<MemoryNodeStore>,
+    metrics: Arc<Metrics>,
+) -> Arc<Engine> {
     let settings = EngineSettings {
         cluster_name: "bench".into(),
         ..EngineSettings::default()
@@ -131,27 +128,7 @@ fn start(cloud: Arc<dyn CloudApi>, store: Arc<MemoryNodeStore>, metrics: Arc<Met
         settings,
         metrics,
     );
-    let engine = Arc::new(Engine::new(Arc::new(maintainer), EngineConfig::default()));
-    let (stop, mut stopped) = watch::channel(false);
-    let task = {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            engine
-                .run(async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                })
-                .await
-                .expect("engine runs");
-        })
-    };
-    Started { engine, stop, task }
-}
-
-impl Started {
-    async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
-    }
+    Arc::new(Engine::new(Arc::new(maintainer), EngineConfig::default()))
 }
 
 fn mutating_calls(metrics: &Metrics) -> u64 {
@@ -208,7 +185,7 @@ fn s1(runtime: &ProviderRuntime) {
         for i in 0..NODES {
             store.upsert(node(i)).expect("upsert");
         }
-        let started = start(cloud.clone(), store.clone(), metrics.clone());
+        let started = start(cloud.clone(), store.clone(), metrics.clone()).spawn();
         let took = loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
             let nodes = store.list().await.expect("list");
@@ -217,7 +194,7 @@ fn s1(runtime: &ProviderRuntime) {
             }
             assert!(t0.elapsed() < Duration::from_secs(4 * 3600), "S1 did not converge");
         };
-        started.stop().await;
+        started.stop().await.expect("engine runs");
 
         // The budget: each node needs one assign (9 addresses on its
         // first interface) and one create-interface for the tenth.
@@ -289,13 +266,14 @@ fn s3(runtime: &ProviderRuntime) {
         let cpu = cpu_seconds();
         let wall = WallInstant::now();
         let t0 = tokio::time::Instant::now();
-        let started = start(cloud, store.clone(), metrics.clone());
-        let mut state = started.engine.state();
+        let engine = start(cloud, store.clone(), metrics.clone());
+        let mut state = engine.state();
+        let started = engine.spawn();
         let _ = state.wait_for(|s| s.ready).await;
         let wall_ready = wall.elapsed();
         let virtual_ready = t0.elapsed();
         let cpu_used = cpu_seconds() - cpu;
-        started.stop().await;
+        started.stop().await.expect("engine runs");
         println!("S3: engine restart over {NODES} satisfied nodes (set up in {:.1} s, not counted)", setup.as_secs_f64());
         println!("    wall time to ready              {:.2} s", wall_ready.as_secs_f64());
         println!("    virtual time to ready           {:.1} s  (EC2-like latencies; the first resync is 4 listings)", virtual_ready.as_secs_f64());

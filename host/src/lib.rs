@@ -2,6 +2,7 @@
 //! [`cloud::CloudApi`] trait the IPAM engine uses, and the conformance suite
 //! every provider is checked against.
 
+pub mod clock;
 pub mod cloud;
 pub mod conformance;
 pub mod ipam;

@@ -204,10 +204,6 @@ impl Metrics {
         &self.registry
     }
 
-    pub fn registry_mut(&mut self) -> &mut Registry {
-        &mut self.registry
-    }
-
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         let mut text = String::new();

@@ -6,14 +6,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http::{Method, Response, StatusCode};
+use http_body_util::Full;
 use ipam_host::cloud::CloudApi;
 use ipam_host::provider::aws_credentials::{
     AwsCredentialConfig, RefreshingCredentials, ACCESS_KEY_ID, SESSION_TOKEN,
@@ -26,47 +25,24 @@ type Handler =
 /// A stub server on 127.0.0.1 answering with `handler` (given the request
 /// number); its base URL and request counter.
 async fn stub(handler: Arc<Handler>) -> (String, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
     let count = Arc::new(AtomicUsize::new(0));
     let counting = count.clone();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (handler, count) = (handler.clone(), counting.clone());
-            tokio::spawn(async move {
-                let service =
-                    hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                        let (handler, count) = (handler.clone(), count.clone());
-                        async move {
-                            let (parts, body) = request.into_parts();
-                            let body = body
-                                .collect()
-                                .await
-                                .map(|b| b.to_bytes())
-                                .unwrap_or_default();
-                            let n = count.fetch_add(1, Ordering::SeqCst);
-                            let (status, text) = handler(
-                                &parts.method,
-                                parts.uri.path(),
-                                &parts.headers,
-                                &String::from_utf8_lossy(&body),
-                                n,
-                            );
-                            Ok::<_, Infallible>(
-                                Response::builder()
-                                    .status(status)
-                                    .body(Full::new(Bytes::from(text)))
-                                    .unwrap(),
-                            )
-                        }
-                    });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    (base, count)
+    let address = common::stub_server(move |request| {
+        let n = counting.fetch_add(1, Ordering::SeqCst);
+        let (status, text) = handler(
+            &request.method,
+            &request.path,
+            &request.headers,
+            &String::from_utf8_lossy(&request.body),
+            n,
+        );
+        Response::builder()
+            .status(status)
+            .body(Full::new(Bytes::from(text)))
+            .expect("stub response")
+    })
+    .await;
+    (format!("http://{address}"), count)
 }
 
 fn rfc3339_in(seconds: i64) -> String {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{engine_settings, mock, runtime, MOCK_SETTINGS};
 use ipam_host::cloud::CloudApi;
 use ipam_host::ipam::cache::InstanceCache;
-use ipam_host::ipam::engine::{Engine, EngineConfig};
+use ipam_host::ipam::engine::{Engine, EngineConfig, RunningEngine};
 use ipam_host::ipam::maintain::{EngineSettings, Maintainer};
 use ipam_host::ipam::node::CiliumNode;
 use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
@@ -17,8 +17,6 @@ use ipam_host::limits::{LimitedCloud, LimitsConfig};
 use ipam_host::metrics::Metrics;
 use ipam_host::provider::WasmProvider;
 use ipam_host::simulate::{self, agents, Scenario, DEFAULT_SCENARIO};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 const MUTATING: [&str; 4] = [
     "create-interface",
@@ -38,12 +36,11 @@ fn node(name: &str, instance: &str, pre: u32) -> CiliumNode {
 }
 
 /// An engine running in the background over `cloud` and `store`, with its
-/// own cache and metrics, stopped when the returned sender says so.
+/// own cache and metrics.
 struct Running {
     engine: Arc<Engine>,
     metrics: Arc<Metrics>,
-    stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
+    running: RunningEngine,
 }
 
 fn start(
@@ -64,23 +61,10 @@ fn start(
         ..EngineConfig::default()
     };
     let engine = Arc::new(Engine::new(Arc::new(maintainer), config));
-    let (stop, mut stopped) = watch::channel(false);
-    let task = {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            engine
-                .run(async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                })
-                .await
-                .expect("the engine runs until stopped");
-        })
-    };
     Running {
+        running: engine.clone().spawn(),
         engine,
         metrics,
-        stop,
-        task,
     }
 }
 
@@ -94,8 +78,10 @@ impl Running {
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(true);
-        self.task.await.expect("engine task");
+        self.running
+            .stop()
+            .await
+            .expect("the engine runs until stopped");
     }
 
     fn mutating_calls(&self) -> u64 {

@@ -7,8 +7,9 @@ mod common;
 use std::sync::Arc;
 
 use common::{engine_settings, maintainer, mock, MOCK_SETTINGS};
+use ipam_host::clock::unix_now;
 use ipam_host::cloud::{CloudApi, CreateInterfaceRequest, Tag};
-use ipam_host::ipam::allocate::{unix_now, Step, CLUSTER_TAG};
+use ipam_host::ipam::allocate::{Step, CLUSTER_TAG};
 use ipam_host::ipam::cache::InstanceCache;
 use ipam_host::ipam::gc::LeakCollector;
 use ipam_host::ipam::node::CiliumNode;

@@ -5,38 +5,33 @@
 
 mod common;
 
-use std::convert::Infallible;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{Response, StatusCode};
 use http_body_util::Full;
+use ipam_host::provider::module::sha256_hex;
 use ipam_host::provider::oci::{pull, OciError, OciReference};
-use sha2::{Digest, Sha256};
 
 fn sha256(bytes: &[u8]) -> String {
-    format!(
-        "sha256:{}",
-        Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    )
+    format!("sha256:{}", sha256_hex(bytes))
 }
 
 struct Registry {
     manifest: Bytes,
     blob: Bytes,
     requests: AtomicUsize,
+    port: AtomicU16,
 }
 
 impl Registry {
-    fn answer(&self, request: &Request<hyper::body::Incoming>, port: u16) -> Response<Full<Bytes>> {
+    fn answer(&self, request: &common::StubRequest) -> Response<Full<Bytes>> {
         self.requests.fetch_add(1, Ordering::SeqCst);
-        let path = request.uri().path();
+        let port = self.port.load(Ordering::SeqCst);
+        let path = request.path.as_str();
         let authorized = request
-            .headers()
+            .headers
             .get("authorization")
             .is_some_and(|v| v == "Bearer t0k");
         let reply = |status: StatusCode, body: Bytes| {
@@ -89,24 +84,13 @@ async fn registry(module: &[u8], blob: &[u8]) -> (Arc<Registry>, OciReference) {
         manifest: Bytes::from(manifest.clone()),
         blob: Bytes::copy_from_slice(blob),
         requests: AtomicUsize::new(0),
+        port: AtomicU16::new(0),
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let serving = registry.clone();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let registry = serving.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
-                    let response = registry.answer(&request, port);
-                    async move { Ok::<_, Infallible>(response) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
+    let address = common::stub_server(move |request| serving.answer(&request)).await;
+    // The registry's answers name its own port (token realm, redirects).
+    let port = address.port();
+    registry.port.store(port, Ordering::SeqCst);
     let reference = format!(
         "oci://127.0.0.1:{port}/providers/mock@{}",
         sha256(&manifest)

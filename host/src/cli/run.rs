@@ -19,9 +19,9 @@ use ipam_host::k8s::store::{KubeNodeStore, FIELD_MANAGER};
 use ipam_host::limits::{LimitedCloud, LimitsConfig};
 use ipam_host::metrics::Metrics;
 use ipam_host::provider::aws_credentials::{AwsCredentialConfig, RefreshingCredentials};
+use ipam_host::provider::module::sha256_hex;
 use ipam_host::provider::{CallLimits, ProviderRuntime, RuntimeConfig};
 use ipam_host::serve::{serve, Endpoints};
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use super::provider::{load_config, module_bytes};
@@ -168,7 +168,7 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (path, bytes) = module_bytes(&args.provider).await?;
     if let Some(want) = &args.provider_sha256 {
-        let have = hex(&Sha256::digest(&bytes));
+        let have = sha256_hex(&bytes);
         anyhow::ensure!(
             have.eq_ignore_ascii_case(want.trim_start_matches("sha256:")),
             "{}: sha256 is {have}, but --provider-sha256 pins {want}",
@@ -269,10 +269,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     );
     let _ = server.await;
     Ok(ExitCode::SUCCESS)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn hostname() -> String {

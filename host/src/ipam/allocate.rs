@@ -11,6 +11,7 @@ use super::maintain::EngineSettings;
 use super::node::{AllocationIp, CiliumNode};
 use super::select::{self, SubnetQuery};
 use super::watermarks;
+use crate::clock::unix_now;
 use crate::cloud::{
     CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, ProviderError, Tag,
 };
@@ -20,22 +21,6 @@ pub const CLUSTER_TAG: &str = "ipam-operator/cluster";
 pub const NODE_TAG: &str = "ipam-operator/node";
 /// Unix seconds; leaked-interface GC reads it for the interface's age.
 pub const CREATED_AT_TAG: &str = "ipam-operator/created-at";
-
-/// Unix seconds, advanced by tokio's clock from the first reading on: real
-/// time normally, simulated time when the clock is paused (so tag ages and
-/// the GC grace period agree in a simulation).
-pub fn unix_now() -> u64 {
-    static START: std::sync::OnceLock<(u64, tokio::time::Instant)> = std::sync::OnceLock::new();
-    let (wall, start) = START.get_or_init(|| {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        (wall, tokio::time::Instant::now())
-    });
-    wall + tokio::time::Instant::now()
-        .saturating_duration_since(*start)
-        .as_secs()
-}
 
 /// What one step did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -159,6 +159,17 @@ impl InstanceCache {
         snapshot.security_groups.values().cloned().collect()
     }
 
+    /// A subnet's CIDR as last listed; empty when the subnet is unknown.
+    pub fn subnet_cidr(&self, id: &str) -> String {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .subnets
+            .get(id)
+            .map(|s| s.cidr.clone())
+            .unwrap_or_default()
+    }
+
     pub fn vpc(&self, id: &str) -> Option<Vpc> {
         self.snapshot
             .read()
@@ -221,15 +232,6 @@ impl InstanceCache {
             instances,
         };
         Ok(())
-    }
-
-    /// How many instances the cache holds.
-    pub fn instance_count(&self) -> usize {
-        self.snapshot
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .instances
-            .len()
     }
 
     /// Refresh one instance (and the subnets, whose free counts it changes);

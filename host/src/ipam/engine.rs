@@ -7,7 +7,7 @@
 //! [`crate::limits::LimitedCloud`]. Leaked-interface GC runs on its own
 //! interval. Nothing here holds a lock across an await.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,13 +16,14 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::allocate::{unix_now, Step};
+use super::allocate::Step;
 use super::gc::{GcRound, LeakCollector};
 use super::maintain::{MaintainError, Maintainer, NodePass};
 use super::node::CiliumNode;
 use super::schedule::Schedule;
 use super::store::{NodeEvent, StoreError};
 use super::watermarks;
+use crate::clock::unix_now;
 use crate::cloud::CloudError;
 
 #[derive(Debug, Clone)]
@@ -64,6 +65,8 @@ impl Default for EngineConfig {
 pub enum EngineError {
     #[error("the node store failed: {0}")]
     Store(#[from] StoreError),
+    #[error("the engine's task panicked: {0}")]
+    Panicked(String),
 }
 
 /// What the engine shows the outside (health checks, progress).
@@ -76,11 +79,19 @@ pub struct EngineState {
     pub failed_passes: u64,
     pub queued: usize,
     pub running: usize,
-    pub last_error: Option<String>,
 }
 
-enum Job {
-    Node(String, Box<Result<NodePass, MaintainError>>),
+/// What a task of the loop is doing; kept by task id so that a task that
+/// panics still releases its node (or its resync, or its GC round).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Work {
+    Node(String),
+    Resync,
+    Gc,
+}
+
+enum Outcome {
+    Node(Box<Result<NodePass, MaintainError>>),
     Resync(Result<(), CloudError>),
     Gc(Result<GcRound, CloudError>),
 }
@@ -97,6 +108,48 @@ fn deficit(node: &CiliumNode) -> u32 {
     let available = u32::try_from(node.spec.ipam.pool.len()).unwrap_or(u32::MAX);
     let used = u32::try_from(node.status.ipam.used.len()).unwrap_or(u32::MAX);
     watermarks::needed(node.watermarks(), available, used)
+}
+
+/// An engine running on its own task until [`RunningEngine::stop`].
+pub struct RunningEngine {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<(), EngineError>>,
+}
+
+impl RunningEngine {
+    /// Stop it (work in flight is dropped) and wait for it.
+    pub async fn stop(self) -> Result<(), EngineError> {
+        let _ = self.stop.send(true);
+        self.join().await
+    }
+
+    /// Wait for it to end by itself (the node store closed or failed).
+    pub async fn join(self) -> Result<(), EngineError> {
+        match self.task.await {
+            Ok(result) => result,
+            Err(error) => Err(EngineError::Panicked(error.to_string())),
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
+/// The loop's own state; one method per kind of thing that wakes it.
+struct Loop<'a> {
+    engine: &'a Engine,
+    schedule: Schedule,
+    tasks: JoinSet<Outcome>,
+    work: HashMap<tokio::task::Id, Work>,
+    failures: HashMap<String, u32>,
+    /// Nodes that must have a pass before the engine is ready.
+    initial: Option<HashSet<String>>,
+    /// Nodes listed and waiting for the cache to be ready.
+    listed: Vec<CiliumNode>,
+    cache_ready: bool,
+    next_resync: Instant,
+    next_gc: Instant,
 }
 
 impl Engine {
@@ -122,33 +175,16 @@ impl Engine {
         self.state.subscribe()
     }
 
-    fn spawn_resync(&self, jobs: &mut JoinSet<Job>) {
-        let maintainer = self.maintainer.clone();
-        jobs.spawn(async move {
-            let result = maintainer
-                .cache()
-                .resync_all(maintainer.cloud.as_ref())
-                .await;
-            Job::Resync(result)
+    /// Run on a task of its own until stopped.
+    pub fn spawn(self: Arc<Self>) -> RunningEngine {
+        let (stop, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            self.run(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
         });
-    }
-
-    fn spawn_gc(&self, jobs: &mut JoinSet<Job>) {
-        let maintainer = self.maintainer.clone();
-        let gc = self.gc.clone();
-        jobs.spawn(async move {
-            let result = gc.round(maintainer.cloud.as_ref(), unix_now()).await;
-            Job::Gc(result)
-        });
-    }
-
-    fn spawn_node(&self, jobs: &mut JoinSet<Job>, name: String) {
-        let maintainer = self.maintainer.clone();
-        jobs.spawn(async move {
-            let pending = maintainer.store.pending_pods(&name);
-            let result = maintainer.maintain(&name, pending).await;
-            Job::Node(name, Box::new(result))
-        });
+        RunningEngine { stop, task }
     }
 
     /// Run until `shutdown` completes; work in flight is dropped then (a
@@ -157,181 +193,259 @@ impl Engine {
         tokio::pin!(shutdown);
         let store = self.maintainer.store.clone();
         let mut events = store.subscribe();
-        let mut schedule = Schedule::new();
-        let mut jobs: JoinSet<Job> = JoinSet::new();
-        let mut failures: std::collections::HashMap<String, u32> = Default::default();
-        // Nodes that must have a pass before the engine is ready.
-        let mut initial: Option<HashSet<String>> = None;
-        let mut cache_ready = false;
-        let mut resyncing = true;
-        let mut gc_running = false;
-        let mut next_resync = Instant::now() + self.config.resync_interval;
-        let mut next_gc = Instant::now() + self.config.gc_interval;
-        self.spawn_resync(&mut jobs);
-        let mut known: Vec<CiliumNode> = store.list().await?;
-
+        let now = Instant::now();
+        let mut state = Loop {
+            engine: self,
+            schedule: Schedule::new(),
+            tasks: JoinSet::new(),
+            work: HashMap::new(),
+            failures: HashMap::new(),
+            initial: None,
+            listed: Vec::new(),
+            cache_ready: false,
+            next_resync: now + self.config.resync_interval,
+            next_gc: now + self.config.gc_interval,
+        };
+        // The nodes are listed once the first resync is in (Loop::resynced).
+        state.start(Work::Resync);
         loop {
-            if cache_ready {
-                if initial.is_none() {
-                    initial = Some(known.iter().map(|n| n.name.clone()).collect());
-                }
-                for node in known.drain(..) {
-                    schedule.mark(&node.name, deficit(&node));
-                }
-                schedule.due(Instant::now());
-                while schedule.running() < self.config.max_concurrent_nodes {
-                    let Some(name) = schedule.start_next() else {
-                        break;
-                    };
-                    self.spawn_node(&mut jobs, name);
-                }
-            }
-            self.state.send_modify(|s| {
-                s.queued = schedule.queued();
-                s.running = schedule.running();
-                if !s.ready && cache_ready && initial.as_ref().is_some_and(HashSet::is_empty) {
-                    s.ready = true;
-                    tracing::info!("engine ready: first resync done and every node had a pass");
-                }
-            });
-            let wake = [Some(next_resync), Some(next_gc), schedule.next_timer()]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(next_resync);
-
+            state.dispatch();
+            let wake = [
+                Some(state.next_resync),
+                Some(state.next_gc),
+                state.schedule.next_timer(),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(state.next_resync);
             tokio::select! {
                 biased;
                 () = &mut shutdown => {
-                    jobs.abort_all();
+                    state.tasks.abort_all();
                     tracing::info!("engine stopped");
                     return Ok(());
                 }
                 event = events.recv() => match event {
-                    Ok(NodeEvent::Upserted(node)) => {
-                        if cache_ready {
-                            schedule.mark(&node.name, deficit(&node));
-                        }
-                    }
-                    Ok(NodeEvent::Deleted(name)) => {
-                        schedule.forget(&name);
-                        failures.remove(&name);
-                        self.maintainer.forget(&name);
-                        if let Some(initial) = initial.as_mut() {
-                            initial.remove(&name);
-                        }
-                    }
+                    Ok(event) => state.node_event(event),
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::warn!(missed, "node events lagged; listing every node again");
-                        known = store.list().await?;
+                        state.listed = store.list().await?;
                     }
                     Err(broadcast::error::RecvError::Closed) => {
                         tracing::warn!("node store closed its event stream; stopping");
-                        jobs.abort_all();
+                        state.tasks.abort_all();
                         return Ok(());
                     }
                 },
-                Some(joined) = jobs.join_next() => {
-                    let job = match joined {
-                        Ok(job) => job,
-                        Err(error) => {
-                            // A panicking pass must not stop the others; the
-                            // node is picked up again by the next resync.
-                            tracing::error!(%error, "an engine task failed");
-                            continue;
-                        }
+                Some(joined) = state.tasks.join_next_with_id() => {
+                    let (id, outcome) = match joined {
+                        Ok((id, outcome)) => (id, Ok(outcome)),
+                        Err(error) => (error.id(), Err(error)),
                     };
-                    match job {
-                        Job::Resync(result) => {
-                            resyncing = false;
-                            match result {
-                                Ok(()) => {
-                                    self.maintainer.metrics.resync_total.inc();
-                                    self.maintainer.record_subnets();
-                                    self.state.send_modify(|s| s.resyncs += 1);
-                                    cache_ready = true;
-                                    // Every node is checked against the fresh picture.
-                                    known = store.list().await?;
-                                }
-                                Err(error) => {
-                                    tracing::warn!(%error, "resync failed; retrying");
-                                    self.state.send_modify(|s| s.last_error = Some(error.to_string()));
-                                    next_resync = Instant::now() + self.config.failure_backoff_cap.min(self.config.resync_interval);
-                                }
+                    let Some(work) = state.work.remove(&id) else { continue };
+                    match outcome {
+                        Ok(Outcome::Resync(result)) => {
+                            if state.resynced(result) {
+                                state.listed = store.list().await?;
                             }
                         }
-                        Job::Gc(result) => {
-                            gc_running = false;
-                            match result {
-                                Ok(round) => {
-                                    for _ in &round.deleted {
-                                        self.maintainer.metrics.interface_deletion_ops.inc();
-                                    }
-                                }
-                                Err(error) => tracing::warn!(%error, "leaked-interface GC failed"),
+                        Ok(Outcome::Gc(result)) => state.collected(result),
+                        Ok(Outcome::Node(result)) => {
+                            if let Work::Node(name) = work {
+                                state.node_done(&name, *result);
                             }
                         }
-                        Job::Node(name, result) => {
-                            if let Some(initial) = initial.as_mut() {
-                                initial.remove(&name);
-                            }
-                            let now = Instant::now();
-                            match *result {
-                                Ok(pass) => {
-                                    failures.remove(&name);
-                                    schedule.done(&name, pass.needed);
-                                    if matches!(pass.steps.last(), Some(Step::Blocked(_))) {
-                                        schedule.revisit(&name, now + self.config.blocked_retry);
-                                    } else if pass.needed > 0 {
-                                        // Steps ran out before the node was satisfied.
-                                        schedule.mark(&name, pass.needed);
-                                    }
-                                    if pass.release_pending {
-                                        schedule.revisit(&name, now + self.config.release_recheck);
-                                    }
-                                    self.state.send_modify(|s| s.passes += 1);
-                                }
-                                Err(MaintainError::NoSuchNode(_)) => {
-                                    schedule.done(&name, 0);
-                                    schedule.forget(&name);
-                                }
-                                Err(error) => {
-                                    let n = failures.entry(name.clone()).or_insert(0);
-                                    *n += 1;
-                                    let backoff = self
-                                        .config
-                                        .failure_backoff
-                                        .saturating_mul(2u32.saturating_pow(*n - 1))
-                                        .min(self.config.failure_backoff_cap);
-                                    tracing::warn!(node = %name, %error, ?backoff, "node maintenance failed");
-                                    schedule.done(&name, 0);
-                                    schedule.revisit(&name, now + backoff);
-                                    self.state.send_modify(|s| {
-                                        s.failed_passes += 1;
-                                        s.last_error = Some(error.to_string());
-                                    });
-                                }
+                        // A panic must not stop the others, nor leave its
+                        // node counted as running for ever.
+                        Err(error) => {
+                            tracing::error!(%error, ?work, "an engine task failed");
+                            if let Work::Node(name) = work {
+                                state.node_failed(&name, &error.to_string());
                             }
                         }
                     }
                 }
-                () = tokio::time::sleep_until(wake) => {
-                    let now = Instant::now();
-                    if now >= next_resync {
-                        next_resync = now + self.config.resync_interval;
-                        if !resyncing {
-                            resyncing = true;
-                            self.spawn_resync(&mut jobs);
-                        }
-                    }
-                    if now >= next_gc {
-                        next_gc = now + self.config.gc_interval;
-                        if !gc_running && cache_ready {
-                            gc_running = true;
-                            self.spawn_gc(&mut jobs);
-                        }
-                    }
+                () = tokio::time::sleep_until(wake) => state.timers(),
+            }
+        }
+    }
+}
+
+impl Loop<'_> {
+    fn in_flight(&self, work: &Work) -> bool {
+        self.work.values().any(|w| w == work)
+    }
+
+    fn start(&mut self, work: Work) {
+        let maintainer = self.engine.maintainer.clone();
+        let handle = match &work {
+            Work::Resync => self.tasks.spawn(async move {
+                let result = maintainer
+                    .cache()
+                    .resync_all(maintainer.cloud.as_ref())
+                    .await;
+                Outcome::Resync(result)
+            }),
+            Work::Gc => {
+                let gc = self.engine.gc.clone();
+                self.tasks.spawn(async move {
+                    Outcome::Gc(gc.round(maintainer.cloud.as_ref(), unix_now()).await)
+                })
+            }
+            Work::Node(name) => {
+                let name = name.clone();
+                self.tasks.spawn(async move {
+                    let pending = maintainer.store.pending_pods(&name);
+                    Outcome::Node(Box::new(maintainer.maintain(&name, pending).await))
+                })
+            }
+        };
+        self.work.insert(handle.id(), work);
+    }
+
+    /// Queue what was listed, start what is due, publish the state.
+    fn dispatch(&mut self) {
+        if self.cache_ready {
+            if self.initial.is_none() {
+                self.initial = Some(self.listed.iter().map(|n| n.name.clone()).collect());
+            }
+            for node in std::mem::take(&mut self.listed) {
+                self.schedule.mark(&node.name, deficit(&node));
+            }
+            self.schedule.due(Instant::now());
+            while self.schedule.running() < self.engine.config.max_concurrent_nodes {
+                let Some(name) = self.schedule.start_next() else {
+                    break;
+                };
+                self.start(Work::Node(name));
+            }
+        }
+        let ready_now = self.cache_ready && self.initial.as_ref().is_some_and(HashSet::is_empty);
+        self.engine.state.send_modify(|s| {
+            s.queued = self.schedule.queued();
+            s.running = self.schedule.running();
+            if !s.ready && ready_now {
+                s.ready = true;
+                tracing::info!("engine ready: first resync done and every node had a pass");
+            }
+        });
+    }
+
+    fn node_event(&mut self, event: NodeEvent) {
+        match event {
+            NodeEvent::Upserted(node) => {
+                if self.cache_ready {
+                    self.schedule.mark(&node.name, deficit(&node));
                 }
+            }
+            NodeEvent::Deleted(name) => {
+                self.schedule.forget(&name);
+                self.failures.remove(&name);
+                self.engine.maintainer.forget(&name);
+                if let Some(initial) = self.initial.as_mut() {
+                    initial.remove(&name);
+                }
+            }
+        }
+    }
+
+    /// A resync ended; whether every node should be listed and looked at.
+    fn resynced(&mut self, result: Result<(), CloudError>) -> bool {
+        match result {
+            Ok(()) => {
+                let maintainer = &self.engine.maintainer;
+                maintainer.metrics.resync_total.inc();
+                maintainer.record_subnets();
+                self.engine.state.send_modify(|s| s.resyncs += 1);
+                self.cache_ready = true;
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%error, "resync failed; retrying");
+                let config = &self.engine.config;
+                self.next_resync =
+                    Instant::now() + config.failure_backoff_cap.min(config.resync_interval);
+                false
+            }
+        }
+    }
+
+    fn collected(&self, result: Result<GcRound, CloudError>) {
+        match result {
+            Ok(round) => {
+                let deleted = round.deleted.len() as u64;
+                self.engine
+                    .maintainer
+                    .metrics
+                    .interface_deletion_ops
+                    .inc_by(deleted);
+            }
+            Err(error) => tracing::warn!(%error, "leaked-interface GC failed"),
+        }
+    }
+
+    fn node_done(&mut self, name: &str, result: Result<NodePass, MaintainError>) {
+        if let Some(initial) = self.initial.as_mut() {
+            initial.remove(name);
+        }
+        let now = Instant::now();
+        match result {
+            Ok(pass) => {
+                self.failures.remove(name);
+                self.schedule.done(name, pass.needed);
+                if matches!(pass.steps.last(), Some(Step::Blocked(_))) {
+                    self.schedule
+                        .revisit(name, now + self.engine.config.blocked_retry);
+                } else if pass.needed > 0 {
+                    // Steps ran out before the node was satisfied.
+                    self.schedule.mark(name, pass.needed);
+                }
+                if pass.release_pending {
+                    self.schedule
+                        .revisit(name, now + self.engine.config.release_recheck);
+                }
+                self.engine.state.send_modify(|s| s.passes += 1);
+            }
+            Err(MaintainError::NoSuchNode(_)) => {
+                self.schedule.done(name, 0);
+                self.schedule.forget(name);
+            }
+            Err(error) => self.node_failed(name, &error.to_string()),
+        }
+    }
+
+    /// A pass failed (or panicked): back off, doubling per failure.
+    fn node_failed(&mut self, name: &str, error: &str) {
+        if let Some(initial) = self.initial.as_mut() {
+            initial.remove(name);
+        }
+        let failures = self.failures.entry(name.to_string()).or_insert(0);
+        *failures += 1;
+        let config = &self.engine.config;
+        let backoff = config
+            .failure_backoff
+            .saturating_mul(2u32.saturating_pow(*failures - 1))
+            .min(config.failure_backoff_cap);
+        tracing::warn!(node = %name, %error, ?backoff, "node maintenance failed");
+        self.schedule.done(name, 0);
+        self.schedule.revisit(name, Instant::now() + backoff);
+        self.engine.state.send_modify(|s| s.failed_passes += 1);
+    }
+
+    /// Periodic resync and GC, unless one is still running.
+    fn timers(&mut self) {
+        let now = Instant::now();
+        if now >= self.next_resync {
+            self.next_resync = now + self.engine.config.resync_interval;
+            if !self.in_flight(&Work::Resync) {
+                self.start(Work::Resync);
+            }
+        }
+        if now >= self.next_gc {
+            self.next_gc = now + self.engine.config.gc_interval;
+            if self.cache_ready && !self.in_flight(&Work::Gc) {
+                self.start(Work::Gc);
             }
         }
     }

@@ -4,7 +4,7 @@
 //! It holds no lock across a cloud call; the engine decides which node goes
 //! when.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -279,17 +279,12 @@ impl Maintainer {
     /// status.eni.enis: what cilium-agent needs of each interface to route
     /// through it (MAC, device index, subnet and VPC CIDRs, addresses).
     fn enis_of(&self, instance: &Instance) -> BTreeMap<String, EniInterface> {
-        let snapshot_subnets = self.cache.subnets();
         let vpc = self.cache.vpc(&instance.vpc_id);
         instance
             .interfaces
             .iter()
             .map(|eni| {
-                let cidr = snapshot_subnets
-                    .iter()
-                    .find(|s| s.id == eni.subnet_id)
-                    .map(|s| s.cidr.clone())
-                    .unwrap_or_default();
+                let cidr = self.cache.subnet_cidr(&eni.subnet_id);
                 let interface = EniInterface {
                     id: eni.id.clone(),
                     mac: eni.mac.clone(),
@@ -325,16 +320,11 @@ impl Maintainer {
     /// status.azure.interfaces: each interface with its addresses, subnet
     /// CIDR and gateway (the subnet's first address, as Azure has it).
     fn azure_interfaces_of(&self, instance: &Instance) -> Vec<AzureInterface> {
-        let subnets = self.cache.subnets();
         instance
             .interfaces
             .iter()
             .map(|nic| {
-                let cidr = subnets
-                    .iter()
-                    .find(|s| s.id == nic.subnet_id)
-                    .map(|s| s.cidr.clone())
-                    .unwrap_or_default();
+                let cidr = self.cache.subnet_cidr(&nic.subnet_id);
                 let gateway_ip = cidr
                     .parse::<ipnet::Ipv4Net>()
                     .ok()
@@ -463,10 +453,5 @@ impl Maintainer {
                 })
                 .set(i64::from(subnet.available_addresses));
         }
-    }
-
-    /// Addresses the cache withholds for their reuse cooldown.
-    pub fn withheld(&self) -> BTreeSet<String> {
-        self.cache.withheld()
     }
 }

@@ -5,7 +5,7 @@
 //! failure's backoff).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tokio::time::Instant;
 
@@ -103,20 +103,6 @@ impl Schedule {
 
     pub fn running(&self) -> usize {
         self.running.len()
-    }
-
-    /// Every node the schedule knows, queued or not.
-    pub fn known(&self) -> impl Iterator<Item = &String> {
-        self.deficit.keys()
-    }
-
-    /// Queued nodes by deficit, for people (largest first).
-    pub fn deficits(&self) -> BTreeMap<u32, usize> {
-        let mut out = BTreeMap::new();
-        for (Reverse(d), _) in &self.queue {
-            *out.entry(*d).or_default() += 1;
-        }
-        out
     }
 }
 

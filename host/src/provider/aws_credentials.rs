@@ -323,7 +323,7 @@ impl RefreshingCredentials {
                     return;
                 };
                 drop(this);
-                let now = crate::ipam::allocate::unix_now();
+                let now = crate::clock::unix_now();
                 let wait = Duration::from_secs(expires_at.saturating_sub(now))
                     .saturating_sub(REFRESH_AHEAD);
                 tokio::time::sleep(wait).await;

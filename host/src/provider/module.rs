@@ -86,7 +86,7 @@ impl ModuleInfo {
             return Err(ModuleError::UnsupportedWitVersion { found: wit_version });
         }
         Ok(Self {
-            digest: hex(&Sha256::digest(bytes)),
+            digest: sha256_hex(bytes),
             size: bytes.len(),
             wit_version,
             imports,
@@ -95,8 +95,13 @@ impl ModuleInfo {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// The sha256 of `bytes`, lowercase hex: a module's digest, what
+/// `--provider-sha256` pins and what OCI digests carry after `sha256:`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -12,7 +12,6 @@ use std::str::FromStr;
 
 use bytes::Bytes;
 use http::{Method, StatusCode, Uri};
-use sha2::{Digest, Sha256};
 
 use super::host_http::{request, Reply};
 
@@ -97,14 +96,7 @@ impl OciReference {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    format!(
-        "sha256:{}",
-        digest
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    )
+    format!("sha256:{}", super::module::sha256_hex(bytes))
 }
 
 /// GET following redirects (blob downloads go to storage); the token is

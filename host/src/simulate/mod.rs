@@ -12,7 +12,6 @@ mod summary;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::cloud::{CloudApi, Tag};
@@ -43,7 +42,7 @@ pub enum SimulateError {
     #[error("reading the final cloud state: {0}")]
     Cloud(#[from] crate::cloud::CloudError),
     #[error("the engine stopped: {0}")]
-    Engine(String),
+    Engine(#[from] crate::ipam::engine::EngineError),
 }
 
 /// A progress report, every `progress-seconds` of simulated time.
@@ -126,18 +125,7 @@ pub async fn run(
     ));
     let engine = Arc::new(Engine::new(maintainer, scenario.engine_config()));
     let engine_state = engine.state();
-    let (stop, stopped) = watch::channel(false);
-    let running = {
-        let engine = engine.clone();
-        let mut stopped = stopped.clone();
-        tokio::spawn(async move {
-            engine
-                .run(async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                })
-                .await
-        })
-    };
+    let running = engine.spawn();
 
     let start = Instant::now();
     let step = Duration::from_secs(scenario.agent_interval_seconds);
@@ -181,12 +169,7 @@ pub async fn run(
         }
         tokio::time::sleep(step).await;
     };
-    let _ = stop.send(true);
-    match running.await {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => return Err(SimulateError::Engine(error.to_string())),
-        Err(error) => return Err(SimulateError::Engine(error.to_string())),
-    }
+    running.stop().await?;
 
     let provider = cloud.inner().inner();
     let instances = provider.get_instances(&[]).await?;

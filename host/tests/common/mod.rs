@@ -86,3 +86,59 @@ pub fn maintainer(
         std::sync::Arc::new(ipam_host::metrics::Metrics::new()),
     )
 }
+
+/// The parts of a request a stub server answers from, its body read.
+pub struct StubRequest {
+    pub method: http::Method,
+    pub path: String,
+    pub headers: http::HeaderMap,
+    pub body: bytes::Bytes,
+}
+
+/// A stub HTTP server on 127.0.0.1 answering every request with `answer`;
+/// its address.
+pub async fn stub_server<F>(answer: F) -> std::net::SocketAddr
+where
+    F: Fn(StubRequest) -> http::Response<http_body_util::Full<bytes::Bytes>>
+        + Send
+        + Sync
+        + 'static,
+{
+    use http_body_util::BodyExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1");
+    let address = listener.local_addr().expect("address");
+    let answer = std::sync::Arc::new(answer);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |request: http::Request<hyper::body::Incoming>| {
+                        let answer = answer.clone();
+                        async move {
+                            let (parts, body) = request.into_parts();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let request = StubRequest {
+                                method: parts.method,
+                                path: parts.uri.path().to_string(),
+                                headers: parts.headers,
+                                body,
+                            };
+                            Ok::<_, std::convert::Infallible>(answer(request))
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    address
+}

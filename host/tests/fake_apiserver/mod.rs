@@ -222,19 +222,6 @@ impl FakeApiServer {
         self.with(|s| s.conflicts_on_patch = n);
     }
 
-    /// Answer the next `n` watch requests on `collection` with an
-    /// expired-version error.
-    pub fn expire_next_watches(&self, collection: &str, n: u32) {
-        self.with(|s| {
-            s.gone_on_watch.insert(collection.to_string(), n);
-        });
-    }
-
-    /// End every open watch (as a server restart or a timeout does).
-    pub fn close_watches(&self) {
-        self.with(|s| s.watchers.clear());
-    }
-
     /// In one step: every watch ends, the object is deleted with no watcher
     /// to hear it, and the next watch is refused with 410 Gone, so only a
     /// fresh list can reveal the deletion.

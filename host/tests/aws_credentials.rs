@@ -1,7 +1,8 @@
 //! AWS credentials resolved by the host: web identity against a local STS
 //! stub, the instance profile against a local IMDSv2 stub, static keys from
-//! the environment; each reaches a guest through the credentials import and
-//! temporary ones are refreshed before they expire.
+//! the environment; each reaches a guest through the credentials import (and
+//! signs the AWS component's EC2 requests), and temporary ones are refreshed
+//! before they expire.
 
 mod common;
 
@@ -81,6 +82,51 @@ async fn seen_by_guest(source: Arc<dyn CredentialSource>, key: &str) -> String {
         .clone()
 }
 
+/// The access key id the AWS component signed an EC2 request with, as a stub
+/// EC2 endpoint saw it in the SigV4 Authorization header.
+async fn signed_by_aws_guest(source: Arc<dyn CredentialSource>) -> String {
+    let seen = Arc::new(std::sync::Mutex::new(String::new()));
+    let record = seen.clone();
+    let handler: Arc<Handler> = Arc::new(move |_, _, headers, _, _| {
+        if let Some(authorization) = headers.get("authorization") {
+            *record.lock().unwrap() = authorization.to_str().unwrap_or_default().to_string();
+        }
+        (
+            StatusCode::OK,
+            "<DescribeVpcsResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\">\
+             <requestId>r-1</requestId><vpcSet/></DescribeVpcsResponse>"
+                .into(),
+        )
+    });
+    let (ec2, _) = stub(handler).await;
+    let settings =
+        serde_json::json!({"region": "us-east-1", "endpoint": ec2, "max-attempts": 1}).to_string();
+    let mut config = common::config(&settings);
+    config.limits.timeout = Duration::from_secs(30);
+    config.egress = vec![ec2];
+    config.credentials = source;
+    let provider = common::runtime()
+        .load(&common::component("aws"), config)
+        .await
+        .expect("the aws component loads");
+    provider
+        .get_vpcs()
+        .await
+        .expect("DescribeVpcs through the stub");
+    let authorization = seen.lock().unwrap().clone();
+    // AWS4-HMAC-SHA256 Credential=AKID/20261121/us-east-1/ec2/aws4_request, ...
+    assert!(
+        authorization.contains("/us-east-1/ec2/aws4_request"),
+        "{authorization}"
+    );
+    authorization
+        .split("Credential=")
+        .nth(1)
+        .and_then(|c| c.split('/').next())
+        .unwrap_or_default()
+        .to_string()
+}
+
 #[tokio::test]
 async fn web_identity_is_exchanged_with_sts_and_reaches_the_guest() {
     let expiration = rfc3339_in(3600);
@@ -135,9 +181,10 @@ async fn web_identity_is_exchanged_with_sts_and_reaches_the_guest() {
     assert_eq!(now.values[SESSION_TOKEN], "session");
     assert!(now.expires_at.is_some());
     assert_eq!(
-        seen_by_guest(source, ACCESS_KEY_ID).await,
+        seen_by_guest(source.clone(), ACCESS_KEY_ID).await,
         "ASIAWEBIDENTITY"
     );
+    assert_eq!(signed_by_aws_guest(source).await, "ASIAWEBIDENTITY");
 }
 
 fn imds_handler(expiry_seconds: i64) -> Arc<Handler> {
@@ -178,6 +225,7 @@ async fn the_instance_profile_comes_from_imdsv2_and_is_refreshed_before_expiry()
     let first = source.current().unwrap().values[ACCESS_KEY_ID].clone();
     assert!(first.starts_with("ASIAINSTANCE"), "{first}");
     assert_eq!(seen_by_guest(source.clone(), ACCESS_KEY_ID).await, first);
+    assert_eq!(signed_by_aws_guest(source.clone()).await, first);
     let before = requests.load(Ordering::SeqCst);
     let mut refreshed = false;
     for _ in 0..100 {
@@ -207,7 +255,11 @@ async fn static_keys_from_the_environment_and_a_clear_error_without_any_source()
     .await
     .unwrap();
     assert_eq!(source.current().unwrap().expires_at, None);
-    assert_eq!(seen_by_guest(source, ACCESS_KEY_ID).await, "AKIASTATIC");
+    assert_eq!(
+        seen_by_guest(source.clone(), ACCESS_KEY_ID).await,
+        "AKIASTATIC"
+    );
+    assert_eq!(signed_by_aws_guest(source).await, "AKIASTATIC");
     // Nothing configured and no IMDS (a closed port on 127.0.0.1).
     let error = RefreshingCredentials::start(config(&[], None, "http://127.0.0.1:9"))
         .await

@@ -46,6 +46,13 @@ async fn mutation_results_keep_the_cache_equal_to_the_cloud() {
         .await
         .unwrap();
     cache.assigned("i-0001", &eni.id, &prefix);
+    // A provider answering with every address the interface has, the primary
+    // included (as moto does), adds nothing twice.
+    let everything = ipam_host::cloud::Assigned {
+        addresses: [vec![eni.primary_ip.clone()], assigned.addresses.clone()].concat(),
+        prefixes: prefix.prefixes.clone(),
+    };
+    cache.assigned("i-0001", &eni.id, &everything);
     assert_eq!(
         cache.snapshot(),
         fresh_listing(&cloud).await,

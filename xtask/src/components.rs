@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::{build_cache, repo_root, run, setup};
+use crate::{build_cache, component_cache, repo_root, run, setup};
 
 const TARGET: &str = "wasm32-wasip2";
 
@@ -19,12 +19,21 @@ const DEBIAN_PACKAGES: &[&str] = &[
     "lld-19",
 ];
 
-/// Component file name for each cdylib package of `providers/`.
+/// Component file name for each cdylib package of `providers/` built on
+/// every run (cargo's own incremental build makes that cheap).
 const COMPONENTS: &[(&str, &str)] = &[
     ("mock_provider", "mock"),
     ("misbehave_provider", "misbehave"),
     ("future_wit_provider", "future-wit"),
 ];
+
+/// The AWS provider: package, artifact, component name. Built only when its
+/// inputs change (`component_cache`).
+const AWS: (&str, &str, &str) = ("aws-provider", "aws_provider", "aws");
+
+/// Flags for Debian's rustc-web to link wasip2 components (design.md §7).
+const DEBIAN_RUSTFLAGS: &str =
+    "-L /usr/lib/wasm32-wasi -Clink-self-contained=no -Clink-arg=--wasm-ld-path=/usr/bin/wasm-ld-19";
 
 enum Toolchain {
     Rustup,
@@ -77,18 +86,32 @@ fn wasm_cargo(toolchain: &Toolchain, subcommand: &str) -> Result<Command, String
             cargo
                 .env("RUSTC", "/usr/bin/rustc")
                 .env("RUSTC_BOOTSTRAP", "1")
-                .env(
-                    "RUSTFLAGS",
-                    "-L /usr/lib/wasm32-wasi -Clink-self-contained=no -Clink-arg=--wasm-ld-path=/usr/bin/wasm-ld-19",
-                )
+                .env("RUSTFLAGS", DEBIAN_RUSTFLAGS)
                 .env("CARGO_TARGET_DIR", build_cache().join("wasm-target-debian"))
                 .env_remove("RUSTUP_TOOLCHAIN")
                 .env_remove("CARGO");
             cargo
         }
     };
-    cargo.current_dir(providers_dir()).arg("--workspace");
+    cargo.current_dir(providers_dir());
     Ok(cargo)
+}
+
+/// What identifies the toolchain's output, for the component cache key.
+fn toolchain_identity(toolchain: &Toolchain) -> Result<String, String> {
+    let (rustc, flags) = match toolchain {
+        Toolchain::Rustup => ("rustc", "rustup"),
+        Toolchain::Debian => ("/usr/bin/rustc", DEBIAN_RUSTFLAGS),
+    };
+    let output = Command::new(rustc)
+        .arg("-vV")
+        .current_dir(providers_dir())
+        .output()
+        .map_err(|e| format!("{rustc} -vV: {e}"))?;
+    Ok(format!(
+        "{}\n{flags}",
+        String::from_utf8_lossy(&output.stdout)
+    ))
 }
 
 fn target_dir(toolchain: &Toolchain) -> PathBuf {
@@ -106,38 +129,82 @@ pub fn components_dir() -> PathBuf {
 
 pub fn build() -> Result<PathBuf, String> {
     let toolchain = choose_toolchain()?;
-    run(&mut wasm_cargo(&toolchain, "build")?)?;
+    run(wasm_cargo(&toolchain, "build")?.args(["--workspace", "--exclude", AWS.0]))?;
     let out = components_dir();
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     for (artifact, name) in COMPONENTS {
-        let from = target_dir(&toolchain).join(format!("{artifact}.wasm"));
-        let to = out.join(format!("{name}.wasm"));
-        std::fs::copy(&from, &to)
-            .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))?;
+        copy(
+            &target_dir(&toolchain).join(format!("{artifact}.wasm")),
+            &out.join(format!("{name}.wasm")),
+        )?;
     }
+    build_aws(&toolchain, &out)?;
     eprintln!("xtask: components in {}", out.display());
     Ok(out)
 }
 
-/// Clippy over the guest crates, for the target they are built for.
+/// The AWS component from the cache when its inputs have not changed, else
+/// built (the cold build takes minutes: aws-sdk-ec2) and cached.
+fn build_aws(toolchain: &Toolchain, out: &std::path::Path) -> Result<(), String> {
+    let (package, artifact, name) = AWS;
+    let key = component_cache::key(&toolchain_identity(toolchain)?)?;
+    let to = out.join(format!("{name}.wasm"));
+    if let Some(cached) = component_cache::component(name, &key) {
+        eprintln!(
+            "xtask: {name} component from the build cache (inputs unchanged, key {})",
+            &key[..16]
+        );
+        return copy(&cached, &to);
+    }
+    eprintln!(
+        "xtask: building the {name} component (inputs changed or first build; cold, aws-sdk-ec2 takes about 10 minutes on 2 cores)"
+    );
+    run(wasm_cargo(toolchain, "build")?.args(["--package", package]))?;
+    let built = target_dir(toolchain).join(format!("{artifact}.wasm"));
+    component_cache::store(name, &key, &built)?;
+    copy(&built, &to)
+}
+
+fn copy(from: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
+    std::fs::copy(from, to)
+        .map(drop)
+        .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
+}
+
+/// Clippy over the guest crates, for the target they are built for. The AWS
+/// crate is linted only when its inputs changed since it last passed.
 pub fn clippy() -> Result<(), String> {
     let toolchain = choose_toolchain()?;
-    if matches!(toolchain, Toolchain::Debian) {
-        // Debian's rustc-web ships no clippy; lint the guests natively instead.
-        return run(Command::new("cargo")
-            .current_dir(providers_dir())
-            .env("CARGO_TARGET_DIR", build_cache().join("providers-native"))
-            .args([
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ]));
+    let key = component_cache::key(&toolchain_identity(&toolchain)?)?;
+    let (package, _, name) = AWS;
+    let lint_aws = !component_cache::linted(name, &key);
+    if !lint_aws {
+        eprintln!(
+            "xtask: clippy passed on {package} with these inputs before (key {})",
+            &key[..16]
+        );
     }
-    let mut cargo = wasm_cargo(&toolchain, "clippy")?;
-    run(cargo.args(["--all-targets", "--", "-D", "warnings"]))
+    let mut cargo = match toolchain {
+        // Debian's rustc-web ships no clippy; lint the guests natively instead.
+        Toolchain::Debian => {
+            let mut cargo = Command::new("cargo");
+            cargo
+                .current_dir(providers_dir())
+                .env("CARGO_TARGET_DIR", build_cache().join("providers-native"))
+                .arg("clippy");
+            cargo
+        }
+        Toolchain::Rustup => wasm_cargo(&toolchain, "clippy")?,
+    };
+    cargo.arg("--workspace");
+    if !lint_aws {
+        cargo.args(["--exclude", package]);
+    }
+    run(cargo.args(["--all-targets", "--", "-D", "warnings"]))?;
+    if lint_aws {
+        component_cache::mark_linted(name, &key)?;
+    }
+    Ok(())
 }
 
 /// The guests' own unit tests (address math, faults), run natively: only the

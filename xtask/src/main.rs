@@ -3,6 +3,7 @@
 //! runs every check and test. Both install what is missing (the wasm32-wasip2
 //! target, or Debian's toolchain packages where rustup cannot provide it).
 
+mod component_cache;
 mod components;
 mod setup;
 mod tests;
@@ -105,6 +106,7 @@ fn run_main_job(extra: &[String]) -> Result<(), String> {
 
 fn test() -> Result<(), String> {
     setup::ensure_rustup_components(&["rustfmt", "clippy"])?;
+    let moto_python = setup::ensure_moto(&build_cache())?;
     run(host_cargo().args(["fmt", "--all", "--check"]))?;
     run(Command::new("cargo")
         .current_dir(repo_root().join("providers"))
@@ -120,8 +122,14 @@ fn test() -> Result<(), String> {
     components::clippy()?;
     let mut tally = tests::Tally::default();
     let guests = tests::run(&mut components::unit_tests_command(), &mut tally);
-    let host =
-        guests.and_then(|()| tests::run(host_cargo().args(["test", "--workspace"]), &mut tally));
+    let host = guests.and_then(|()| {
+        tests::run(
+            host_cargo()
+                .env("IPAM_MOTO_PYTHON", &moto_python)
+                .args(["test", "--workspace"]),
+            &mut tally,
+        )
+    });
     // One closing line over every test binary, so the total is not mistaken
     // for the last binary's (often a doc-test run with nothing in it).
     println!("tests: {} passed, {} failed", tally.passed, tally.failed);

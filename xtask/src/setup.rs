@@ -74,3 +74,46 @@ pub fn ensure_debian_packages(packages: &[&str]) -> Result<(), String> {
         .args(["install", "-y", "-qq", "--no-install-recommends"])
         .args(&missing))
 }
+
+/// What the AWS provider's tests run moto_server with.
+const MOTO: &str = "moto[server]>=5,<6";
+
+/// A Python that has moto (PyPI `moto[server]`, with boto3) for the AWS
+/// provider's tests: python3's own, else installed there with pip, else in a
+/// virtual environment in the build cache (for an externally managed
+/// Python). Its path, for the tests' IPAM_MOTO_PYTHON.
+pub fn ensure_moto(build_cache: &std::path::Path) -> Result<String, String> {
+    let has_moto = |python: &str| {
+        succeeds(Command::new(python).args(["-c", "import moto.server, boto3, flask"]))
+    };
+    let venv = build_cache.join("moto-venv");
+    let venv_python = venv.join("bin").join("python3").display().to_string();
+    for python in ["python3", venv_python.as_str()] {
+        if has_moto(python) {
+            return Ok(python.to_string());
+        }
+    }
+    eprintln!("xtask: installing {MOTO} with pip (for the AWS provider's tests)");
+    if succeeds(Command::new("python3").args(["-m", "pip", "install", "--quiet", MOTO]))
+        && has_moto("python3")
+    {
+        return Ok("python3".to_string());
+    }
+    eprintln!(
+        "xtask: python3 refused the install; using a virtual environment in {}",
+        venv.display()
+    );
+    if !succeeds(Command::new("python3").args(["-m", "venv", "--help"])) {
+        ensure_debian_packages(&["python3-venv"])?;
+    }
+    run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    run(Command::new(&venv_python).args(["-m", "pip", "install", "--quiet", MOTO]))?;
+    if has_moto(&venv_python) {
+        Ok(venv_python)
+    } else {
+        Err(format!(
+            "{MOTO} is still missing after installing it into {}",
+            venv.display()
+        ))
+    }
+}

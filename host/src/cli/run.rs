@@ -19,6 +19,7 @@ use ipam_host::k8s::store::{KubeNodeStore, FIELD_MANAGER};
 use ipam_host::limits::{LimitedCloud, LimitsConfig};
 use ipam_host::metrics::Metrics;
 use ipam_host::provider::aws_credentials::{AwsCredentialConfig, RefreshingCredentials};
+use ipam_host::provider::aws_egress::default_egress;
 use ipam_host::provider::module::sha256_hex;
 use ipam_host::provider::{CallLimits, ProviderRuntime, RuntimeConfig};
 use ipam_host::serve::{serve, Endpoints};
@@ -189,6 +190,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         provider_config.credentials = RefreshingCredentials::start(AwsCredentialConfig::from_env())
             .await
             .context("resolving AWS credentials")?;
+        if provider_config.egress.is_empty() {
+            provider_config.egress = default_egress(&provider_config.settings)
+                .context("the AWS provider's default egress allow-list")?;
+            tracing::info!(egress = ?provider_config.egress, "egress allow-list: the AWS provider's default");
+        }
     }
     let runtime = ProviderRuntime::new(RuntimeConfig::default())?;
     let provider = runtime

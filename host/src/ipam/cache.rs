@@ -317,23 +317,38 @@ impl InstanceCache {
         }
     }
 
-    /// Record what assign-ips added to an interface.
+    /// Record what assign-ips added to an interface. Only what is new counts:
+    /// a provider that answers with addresses the interface already had (moto
+    /// lists them all, the primary included) must not duplicate them.
     pub fn assigned(&self, instance_id: &str, interface_id: &str, assigned: &Assigned) {
         self.changed(instance_id);
         let mut snapshot = self.write();
-        let Some(subnet_id) = snapshot
+        let Some((subnet_id, new_addresses, new_prefixes)) = snapshot
             .instances
             .get_mut(instance_id)
             .and_then(|i| i.interfaces.iter_mut().find(|e| e.id == interface_id))
             .map(|eni| {
-                eni.addresses.extend(assigned.addresses.iter().cloned());
-                eni.prefixes.extend(assigned.prefixes.iter().cloned());
-                eni.subnet_id.clone()
+                let before = (eni.addresses.len(), eni.prefixes.len());
+                for address in &assigned.addresses {
+                    if *address != eni.primary_ip && !eni.addresses.contains(address) {
+                        eni.addresses.push(address.clone());
+                    }
+                }
+                for prefix in &assigned.prefixes {
+                    if !eni.prefixes.contains(prefix) {
+                        eni.prefixes.push(prefix.clone());
+                    }
+                }
+                (
+                    eni.subnet_id.clone(),
+                    eni.addresses.len() - before.0,
+                    eni.prefixes.len() - before.1,
+                )
             })
         else {
             return;
         };
-        let taken = addresses_taken(assigned.addresses.len(), assigned.prefixes.len());
+        let taken = addresses_taken(new_addresses, new_prefixes);
         self.take_from_subnet(&mut snapshot, &subnet_id, taken);
     }
 

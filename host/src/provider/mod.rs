@@ -2,6 +2,7 @@
 //! the rest of the host as [`crate::cloud::CloudApi`].
 
 pub mod aws_credentials;
+pub mod aws_egress;
 mod cache;
 pub mod credentials;
 pub mod egress;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this
 
+pub mod moto;
+
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -141,4 +143,32 @@ where
         }
     });
     address
+}
+
+/// Test keys handed to the AWS provider by the host.
+pub const AWS_ACCESS_KEY_ID: &str = "AKIDTESTHOST";
+pub const AWS_SESSION_TOKEN: &str = "session-token-from-the-host";
+
+/// The AWS component with these settings, allowed to reach `endpoint` only,
+/// with static test credentials and a deadline that fits EC2 round trips.
+pub async fn aws(settings: String, endpoint: &str) -> WasmProvider {
+    use ipam_host::provider::credentials::{Credentials, StaticCredentials};
+    let mut config = config(&settings);
+    config.limits.timeout = Duration::from_secs(30);
+    config.egress = vec![endpoint.to_string()];
+    config.credentials = std::sync::Arc::new(StaticCredentials(Credentials {
+        values: [
+            ("access-key-id", AWS_ACCESS_KEY_ID),
+            ("secret-access-key", "secret-from-the-host"),
+            ("session-token", AWS_SESSION_TOKEN),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        expires_at: None,
+    }));
+    runtime()
+        .load(&component("aws"), config)
+        .await
+        .expect("the aws component loads")
 }

@@ -1,0 +1,328 @@
+//! The mutating operations: create (and attach) and delete interfaces, assign
+//! and unassign addresses and prefixes.
+
+use std::time::Duration;
+
+use aws_sdk_ec2::types::{
+    NetworkInterfaceAttachmentChanges, ResourceType, Tag as Ec2Tag, TagSpecification,
+};
+use ipam_provider_sdk::{
+    log, Assigned, CreateInterfaceRequest, Error, IpRequest, LogLevel, NetworkInterface,
+};
+
+use crate::convert;
+use crate::errors::{from_sdk, is_not_assigned};
+use crate::Ec2;
+
+/// Device indexes tried after the requested one is found taken.
+const INDEX_ATTEMPTS: u32 = 4;
+/// How long a detach is waited for, polling once a second.
+const DETACH_POLLS: u32 = 15;
+
+async fn pause() {
+    wstd::task::sleep(wstd::time::Duration::from(Duration::from_secs(1))).await;
+}
+
+impl Ec2 {
+    pub async fn create_interface(
+        &self,
+        request: CreateInterfaceRequest,
+    ) -> Result<NetworkInterface, Error> {
+        if request.use_prefixes && request.ipv4_count == 0 {
+            return Err(Error::InvalidArgument(
+                "use-prefixes with an ipv4-count of 0".to_string(),
+            ));
+        }
+        let created = self.create_detached(&request).await?;
+        let id = created.id.clone();
+        let attachment = match self.attach(&id, &request).await {
+            Ok(attachment) => attachment,
+            Err(error) => return Err(self.discard(&id, None, error).await),
+        };
+        if request.delete_on_termination {
+            let changes = NetworkInterfaceAttachmentChanges::builder()
+                .attachment_id(&attachment.id)
+                .delete_on_termination(true)
+                .build();
+            let modified = self
+                .client
+                .modify_network_interface_attribute()
+                .network_interface_id(&id)
+                .attachment(changes)
+                .send()
+                .await;
+            if let Err(error) = modified {
+                let error = from_sdk("ModifyNetworkInterfaceAttribute", error);
+                return Err(self.discard(&id, Some(&attachment.id), error).await);
+            }
+        }
+        Ok(NetworkInterface {
+            index: attachment.index,
+            instance_id: Some(request.instance_id),
+            ..created
+        })
+    }
+
+    /// CreateNetworkInterface with the addresses (or prefixes) and tags asked
+    /// for, plus the settings' extra tags.
+    async fn create_detached(
+        &self,
+        request: &CreateInterfaceRequest,
+    ) -> Result<NetworkInterface, Error> {
+        let mut tags: Vec<Ec2Tag> = request
+            .tags
+            .iter()
+            .map(|t| Ec2Tag::builder().key(&t.key).value(&t.value).build())
+            .collect();
+        for (key, value) in &self.settings.extra_tags {
+            if !request.tags.iter().any(|t| &t.key == key) {
+                tags.push(Ec2Tag::builder().key(key).value(value).build());
+            }
+        }
+        let mut create = self
+            .client
+            .create_network_interface()
+            .subnet_id(&request.subnet_id)
+            .set_groups(Some(request.security_groups.clone()))
+            .description(&request.description)
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::NetworkInterface)
+                    .set_tags(Some(tags))
+                    .build(),
+            );
+        let count = i32::try_from(request.ipv4_count)
+            .map_err(|_| Error::InvalidArgument(format!("ipv4-count {}", request.ipv4_count)))?;
+        if request.use_prefixes {
+            create = create.ipv4_prefix_count(count);
+        } else if count > 0 {
+            create = create.secondary_private_ip_address_count(count);
+        }
+        let answer = create
+            .send()
+            .await
+            .map_err(|e| from_sdk("CreateNetworkInterface", e))?;
+        let eni = answer.network_interface().ok_or_else(|| {
+            Error::Other("CreateNetworkInterface answered without the interface".to_string())
+        })?;
+        convert::interface(eni)
+    }
+
+    /// AttachNetworkInterface on network card 0 at the requested index, or
+    /// the next ones when EC2 says an index is taken.
+    async fn attach(
+        &self,
+        id: &str,
+        request: &CreateInterfaceRequest,
+    ) -> Result<Attachment, Error> {
+        let mut index = request.index;
+        loop {
+            let device_index = i32::try_from(index)
+                .map_err(|_| Error::InvalidArgument(format!("device index {index}")))?;
+            let answer = self
+                .client
+                .attach_network_interface()
+                .network_interface_id(id)
+                .instance_id(&request.instance_id)
+                .device_index(device_index)
+                .network_card_index(0)
+                .send()
+                .await;
+            match answer {
+                Ok(answer) => {
+                    let attachment_id = answer.attachment_id().ok_or_else(|| {
+                        Error::Other("AttachNetworkInterface answered without an id".into())
+                    })?;
+                    return Ok(Attachment {
+                        id: attachment_id.to_string(),
+                        index,
+                    });
+                }
+                Err(error) => match from_sdk("AttachNetworkInterface", error) {
+                    Error::Conflict(why) if index < request.index + INDEX_ATTEMPTS => {
+                        log(
+                            LogLevel::Info,
+                            &format!("device index {index} taken, trying the next: {why}"),
+                        );
+                        index += 1;
+                    }
+                    other => return Err(other),
+                },
+            }
+        }
+    }
+
+    /// Delete an interface this call created and return the error that made
+    /// it give up. If the clean-up fails too, the interface is left with its
+    /// ownership tags for the operator's leaked-interface collection.
+    async fn discard(&self, id: &str, attachment: Option<&str>, error: Error) -> Error {
+        let cleaned = match attachment {
+            Some(attachment) => self.detach_and_delete(id, attachment).await,
+            None => self.delete_detached(id).await,
+        };
+        if let Err(cleanup) = cleaned {
+            log(
+                LogLevel::Error,
+                &format!("could not delete {id} after a failed create ({cleanup:?}); left for collection"),
+            );
+        }
+        error
+    }
+
+    pub async fn delete_interface(&self, id: &str) -> Result<(), Error> {
+        let Some((interface, attachment)) = self.interface(id).await? else {
+            return Ok(());
+        };
+        if let (Some(instance), 0) = (&interface.instance_id, interface.index) {
+            return Err(Error::InvalidArgument(format!(
+                "{id} is the primary interface of {instance}"
+            )));
+        }
+        match attachment {
+            Some(attachment) => self.detach_and_delete(id, &attachment).await,
+            None => self.delete_detached(id).await,
+        }
+    }
+
+    async fn detach_and_delete(&self, id: &str, attachment: &str) -> Result<(), Error> {
+        let detached = self
+            .client
+            .detach_network_interface()
+            .attachment_id(attachment)
+            .send()
+            .await;
+        match detached.map_err(|e| from_sdk("DetachNetworkInterface", e)) {
+            Ok(_) | Err(Error::NotFound(_)) => {}
+            Err(other) => return Err(other),
+        }
+        // Detaching takes EC2 a few seconds; delete refuses an interface
+        // still in use.
+        for _ in 0..DETACH_POLLS {
+            match self.delete_detached(id).await {
+                Err(Error::Conflict(_)) => pause().await,
+                done => return done,
+            }
+        }
+        Err(Error::Transient(format!(
+            "{id} is still detaching; deleting it again will finish"
+        )))
+    }
+
+    /// DeleteNetworkInterface; an interface already gone is success.
+    async fn delete_detached(&self, id: &str) -> Result<(), Error> {
+        let deleted = self
+            .client
+            .delete_network_interface()
+            .network_interface_id(id)
+            .send()
+            .await;
+        match deleted.map_err(|e| from_sdk("DeleteNetworkInterface", e)) {
+            Ok(_) | Err(Error::NotFound(_)) => Ok(()),
+            Err(other) => Err(other),
+        }
+    }
+
+    pub async fn assign(&self, id: &str, request: IpRequest) -> Result<Assigned, Error> {
+        let (count, prefixes) = match request {
+            IpRequest::Addresses(n) => (n, false),
+            IpRequest::Prefixes(n) => (n, true),
+        };
+        if count == 0 {
+            return Err(Error::InvalidArgument("assign-ips of 0".to_string()));
+        }
+        let count = i32::try_from(count)
+            .map_err(|_| Error::InvalidArgument(format!("assign-ips of {count}")))?;
+        let assign = self
+            .client
+            .assign_private_ip_addresses()
+            .network_interface_id(id);
+        let assign = if prefixes {
+            assign.ipv4_prefix_count(count)
+        } else {
+            assign.secondary_private_ip_address_count(count)
+        };
+        let answer = assign
+            .send()
+            .await
+            .map_err(|e| from_sdk("AssignPrivateIpAddresses", e))?;
+        Ok(Assigned {
+            addresses: answer
+                .assigned_private_ip_addresses()
+                .iter()
+                .filter_map(|a| a.private_ip_address().map(str::to_string))
+                .collect(),
+            prefixes: answer
+                .assigned_ipv4_prefixes()
+                .iter()
+                .filter_map(|p| p.ipv4_prefix().map(str::to_string))
+                .collect(),
+        })
+    }
+
+    /// UnassignPrivateIpAddresses for the addresses, then for the prefixes
+    /// (EC2 takes one kind per call). Those no longer on the interface are
+    /// ignored: when EC2 refuses the list, the interface is read and the call
+    /// repeated with what it still has.
+    pub async fn unassign(
+        &self,
+        id: &str,
+        addresses: &[String],
+        prefixes: &[String],
+    ) -> Result<(), Error> {
+        for (list, are_prefixes) in [(addresses, false), (prefixes, true)] {
+            if list.is_empty() {
+                continue;
+            }
+            match self.unassign_once(id, list, are_prefixes).await {
+                Err(error) if is_not_assigned(&error) => {
+                    let Some((interface, _)) = self.interface(id).await? else {
+                        return Err(Error::NotFound(format!("interface {id}")));
+                    };
+                    if !are_prefixes && list.contains(&interface.primary_ip) {
+                        return Err(Error::InvalidArgument(format!(
+                            "{} is the primary address of {id}",
+                            interface.primary_ip
+                        )));
+                    }
+                    let present = if are_prefixes {
+                        &interface.prefixes
+                    } else {
+                        &interface.addresses
+                    };
+                    let still: Vec<String> = list
+                        .iter()
+                        .filter(|a| present.contains(a))
+                        .cloned()
+                        .collect();
+                    if !still.is_empty() {
+                        self.unassign_once(id, &still, are_prefixes).await?;
+                    }
+                }
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
+    async fn unassign_once(&self, id: &str, list: &[String], prefixes: bool) -> Result<(), Error> {
+        let unassign = self
+            .client
+            .unassign_private_ip_addresses()
+            .network_interface_id(id);
+        let unassign = if prefixes {
+            unassign.set_ipv4_prefixes(Some(list.to_vec()))
+        } else {
+            unassign.set_private_ip_addresses(Some(list.to_vec()))
+        };
+        unassign
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| from_sdk("UnassignPrivateIpAddresses", e))
+    }
+}
+
+struct Attachment {
+    id: String,
+    index: u32,
+}

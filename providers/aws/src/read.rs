@@ -1,0 +1,270 @@
+//! The read operations: paginated Describe calls, always with MaxResults and
+//! the settings' filters.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::{Filter, InstanceTypeHypervisor};
+use ipam_provider_sdk::{
+    Error, Instance, Limits, NetworkInterface, SecurityGroup, Subnet, Tag, Vpc,
+};
+
+use crate::convert;
+use crate::errors::from_sdk;
+use crate::settings::cluster_tag_key;
+use crate::Ec2;
+
+/// Values per filter in one request (EC2 accepts up to 200).
+const FILTER_VALUES: usize = 200;
+
+pub fn filter(name: &str, values: impl IntoIterator<Item = impl Into<String>>) -> Filter {
+    Filter::builder()
+        .name(name)
+        .set_values(Some(values.into_iter().map(Into::into).collect()))
+        .build()
+}
+
+fn tag_filters(tags: &BTreeMap<String, String>) -> impl Iterator<Item = Filter> + '_ {
+    tags.iter()
+        .map(|(key, value)| filter(&format!("tag:{key}"), [value.as_str()]))
+}
+
+impl Ec2 {
+    fn vpc_filter(&self) -> Option<Filter> {
+        self.settings
+            .vpc_id
+            .as_deref()
+            .map(|vpc| filter("vpc-id", [vpc]))
+    }
+
+    pub async fn vpcs(&self) -> Result<Vec<Vpc>, Error> {
+        let mut pages = self
+            .client
+            .describe_vpcs()
+            .set_filters(Some(self.vpc_filter().into_iter().collect()))
+            .max_results(self.settings.page_size)
+            .into_paginator()
+            .send();
+        let mut vpcs = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| from_sdk("DescribeVpcs", e))?;
+            for vpc in page.vpcs() {
+                vpcs.push(convert::vpc(vpc)?);
+            }
+        }
+        Ok(vpcs)
+    }
+
+    pub async fn subnets(&self) -> Result<Vec<Subnet>, Error> {
+        let settings = &self.settings;
+        let mut filters: Vec<Filter> = self.vpc_filter().into_iter().collect();
+        filters.extend(tag_filters(&settings.subnet_tags));
+        if !settings.subnet_ids.is_empty() {
+            filters.push(filter("subnet-id", settings.subnet_ids.iter().cloned()));
+        }
+        let mut pages = self
+            .client
+            .describe_subnets()
+            .set_filters(Some(filters))
+            .max_results(settings.page_size)
+            .into_paginator()
+            .send();
+        let mut subnets = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| from_sdk("DescribeSubnets", e))?;
+            for subnet in page.subnets() {
+                subnets.push(convert::subnet(subnet)?);
+            }
+        }
+        Ok(subnets)
+    }
+
+    pub async fn security_groups(&self) -> Result<Vec<SecurityGroup>, Error> {
+        let mut filters: Vec<Filter> = self.vpc_filter().into_iter().collect();
+        filters.extend(tag_filters(&self.settings.security_group_tags));
+        let mut pages = self
+            .client
+            .describe_security_groups()
+            .set_filters(Some(filters))
+            .max_results(self.settings.page_size)
+            .into_paginator()
+            .send();
+        let mut groups = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| from_sdk("DescribeSecurityGroups", e))?;
+            for group in page.security_groups() {
+                groups.push(convert::security_group(group)?);
+            }
+        }
+        Ok(groups)
+    }
+
+    /// Running and pending instances the settings select (the named ones
+    /// among them when `ids` is not empty), with every interface on network
+    /// card 0.
+    pub async fn instances(&self, ids: &[String]) -> Result<Vec<Instance>, Error> {
+        let settings = &self.settings;
+        let mut scope: Vec<Filter> = vec![filter("instance-state-name", ["pending", "running"])];
+        scope.extend(self.vpc_filter());
+        if !settings.instance_tags.is_empty() {
+            scope.extend(tag_filters(&settings.instance_tags));
+        } else if let Some(cluster) = &settings.cluster_name {
+            scope.push(filter("tag-key", [cluster_tag_key(cluster)]));
+        }
+        let mut instances = Vec::new();
+        if ids.is_empty() {
+            self.describe_instances(scope, &mut instances).await?;
+        } else {
+            for chunk in ids.chunks(FILTER_VALUES) {
+                let mut filters = scope.clone();
+                filters.push(filter("instance-id", chunk.iter().cloned()));
+                self.describe_instances(filters, &mut instances).await?;
+            }
+        }
+        self.add_interfaces(&mut instances).await?;
+        Ok(instances)
+    }
+
+    async fn describe_instances(
+        &self,
+        filters: Vec<Filter>,
+        into: &mut Vec<Instance>,
+    ) -> Result<(), Error> {
+        let mut pages = self
+            .client
+            .describe_instances()
+            .set_filters(Some(filters))
+            .max_results(self.settings.page_size)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| from_sdk("DescribeInstances", e))?;
+            for reservation in page.reservations() {
+                for instance in reservation.instances() {
+                    into.push(convert::instance(instance)?);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every interface attached to these instances, from
+    /// DescribeNetworkInterfaces (DescribeInstances has no interface tags).
+    async fn add_interfaces(&self, instances: &mut [Instance]) -> Result<(), Error> {
+        let ids: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
+        let mut by_instance: BTreeMap<String, Vec<NetworkInterface>> = BTreeMap::new();
+        for chunk in ids.chunks(FILTER_VALUES) {
+            let filters = vec![filter("attachment.instance-id", chunk.iter().cloned())];
+            for interface in self.describe_interfaces(filters).await? {
+                if let Some(instance) = interface.instance_id.clone() {
+                    by_instance.entry(instance).or_default().push(interface);
+                }
+            }
+        }
+        for instance in instances {
+            let mut interfaces = by_instance.remove(&instance.id).unwrap_or_default();
+            interfaces.sort_by_key(|i| i.index);
+            instance.interfaces = interfaces;
+        }
+        Ok(())
+    }
+
+    /// Interfaces matching these filters, those on network card 0.
+    pub async fn describe_interfaces(
+        &self,
+        filters: Vec<Filter>,
+    ) -> Result<Vec<NetworkInterface>, Error> {
+        let found = self.describe_with_attachments(filters).await?;
+        Ok(found.into_iter().map(|(interface, _)| interface).collect())
+    }
+
+    /// Interfaces matching these filters, those on network card 0, each with
+    /// the id of its live attachment.
+    async fn describe_with_attachments(
+        &self,
+        filters: Vec<Filter>,
+    ) -> Result<Vec<(NetworkInterface, Option<String>)>, Error> {
+        let mut pages = self
+            .client
+            .describe_network_interfaces()
+            .set_filters(Some(filters))
+            .max_results(self.settings.page_size)
+            .into_paginator()
+            .send();
+        let mut interfaces = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| from_sdk("DescribeNetworkInterfaces", e))?;
+            for eni in page.network_interfaces() {
+                if convert::on_first_card(eni) {
+                    let attachment = convert::live_attachment(eni)
+                        .and_then(|a| a.attachment_id())
+                        .map(str::to_string);
+                    interfaces.push((convert::interface(eni)?, attachment));
+                }
+            }
+        }
+        Ok(interfaces)
+    }
+
+    /// One interface by id with its live attachment's id; None when EC2
+    /// does not have it.
+    pub async fn interface(
+        &self,
+        id: &str,
+    ) -> Result<Option<(NetworkInterface, Option<String>)>, Error> {
+        let found = self
+            .describe_with_attachments(vec![filter("network-interface-id", [id])])
+            .await?;
+        Ok(found.into_iter().find(|(i, _)| i.id == id))
+    }
+
+    pub async fn detached_interfaces(&self, tags: &[Tag]) -> Result<Vec<NetworkInterface>, Error> {
+        let mut filters = vec![filter("status", ["available"])];
+        filters.extend(self.vpc_filter());
+        filters.extend(
+            tags.iter()
+                .map(|t| filter(&format!("tag:{}", t.key), [t.value.as_str()])),
+        );
+        self.describe_interfaces(filters).await
+    }
+
+    /// Limits of an instance type from DescribeInstanceTypes: interfaces on
+    /// network card 0, addresses per interface, prefix delegation on Nitro.
+    pub async fn instance_limits(&self, instance_type: &str) -> Result<Limits, Error> {
+        let answer = self
+            .client
+            .describe_instance_types()
+            .instance_types(instance_type.into())
+            .send()
+            .await
+            .map_err(|e| from_sdk("DescribeInstanceTypes", e))?;
+        let info = answer
+            .instance_types()
+            .iter()
+            .find(|t| t.instance_type().map(|t| t.as_str()) == Some(instance_type))
+            .ok_or_else(|| Error::NotFound(format!("instance type {instance_type}")))?;
+        let network = info
+            .network_info()
+            .ok_or_else(|| Error::Other(format!("EC2 gave no network info for {instance_type}")))?;
+        let card_zero = network
+            .network_cards()
+            .iter()
+            .find(|c| c.network_card_index() == Some(0))
+            .and_then(|c| c.maximum_network_interfaces());
+        let count = |n: Option<i32>, what: &str| {
+            n.and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| Error::Other(format!("EC2 gave no {what} for {instance_type}")))
+        };
+        Ok(Limits {
+            max_interfaces: count(
+                card_zero.or(network.maximum_network_interfaces()),
+                "maximum interfaces",
+            )?,
+            ipv4_per_interface: count(
+                network.ipv4_addresses_per_interface(),
+                "IPv4 addresses per interface",
+            )?,
+            ipv6_per_interface: count(network.ipv6_addresses_per_interface(), "IPv6").unwrap_or(0),
+            prefix_delegation: info.hypervisor() == Some(&InstanceTypeHypervisor::Nitro),
+        })
+    }
+}

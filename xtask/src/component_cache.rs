@@ -1,0 +1,107 @@
+//! The AWS component takes minutes to build cold (aws-sdk-ec2 is one crate of
+//! over a million lines), so it is kept in the build cache under a key made of
+//! everything it is built from: its sources, the SDK's, the WIT, the
+//! workspace manifest and lockfile, and the toolchain. It is rebuilt (and
+//! linted) only when that key changes.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::{build_cache, repo_root};
+
+/// What the AWS component is built from, relative to the repository root.
+const INPUTS: &[&str] = &[
+    "providers/aws",
+    "providers/sdk",
+    "wit/0.1.0",
+    "providers/Cargo.toml",
+    "providers/Cargo.lock",
+];
+
+/// A cache key: the hex SHA-256 over the toolchain's identity and every input
+/// file (path, length, bytes), in path order.
+pub fn key(toolchain_identity: &str) -> Result<String, String> {
+    let root = repo_root();
+    let mut files = Vec::new();
+    for input in INPUTS {
+        collect(&root.join(input), &mut files)?;
+    }
+    files.sort();
+    let mut hasher = Sha256::new();
+    hasher.update(toolchain_identity.as_bytes());
+    for file in files {
+        let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let relative = file.strip_prefix(&root).unwrap_or(&file);
+        hasher.update(relative.to_string_lossy().as_bytes());
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+fn collect(path: &Path, into: &mut Vec<PathBuf>) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.is_file() {
+        into.push(path.to_path_buf());
+        return Ok(());
+    }
+    let entries = std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("{}: {e}", path.display()))?;
+        collect(&entry.path(), into)?;
+    }
+    Ok(())
+}
+
+fn dir() -> PathBuf {
+    build_cache().join("components")
+}
+
+/// The cached component for this key, if built before.
+pub fn component(name: &str, key: &str) -> Option<PathBuf> {
+    let path = dir().join(format!("{name}-{key}.wasm"));
+    path.is_file().then_some(path)
+}
+
+/// Keep a freshly built component under its key, dropping older builds of it.
+pub fn store(name: &str, key: &str, built: &Path) -> Result<(), String> {
+    let dir = dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    remove_older(name, ".wasm")?;
+    let to = dir.join(format!("{name}-{key}.wasm"));
+    std::fs::copy(built, &to)
+        .map_err(|e| format!("{} to {}: {e}", built.display(), to.display()))?;
+    Ok(())
+}
+
+/// Whether clippy passed on the component's crate for this key.
+pub fn linted(name: &str, key: &str) -> bool {
+    dir().join(format!("{name}-{key}.clippy-ok")).is_file()
+}
+
+pub fn mark_linted(name: &str, key: &str) -> Result<(), String> {
+    let dir = dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    remove_older(name, ".clippy-ok")?;
+    let marker = dir.join(format!("{name}-{key}.clippy-ok"));
+    std::fs::write(&marker, key).map_err(|e| format!("{}: {e}", marker.display()))
+}
+
+fn remove_older(name: &str, suffix: &str) -> Result<(), String> {
+    let Ok(entries) = std::fs::read_dir(dir()) else {
+        return Ok(());
+    };
+    let prefix = format!("{name}-");
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if file.starts_with(&prefix) && file.ends_with(suffix) {
+            std::fs::remove_file(entry.path()).map_err(|e| format!("{file}: {e}"))?;
+        }
+    }
+    Ok(())
+}

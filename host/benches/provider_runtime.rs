@@ -2,7 +2,7 @@
 //! - per-call cost of get-instances returning 1 instance with 15 interfaces
 //!   of 50 secondary addresses each, through the mock component;
 //! - a fresh instance from the InstancePre (instantiate, info, configure);
-//! - module ready from the disk cache versus a cold compile.
+//! - module ready from the disk cache versus a cold compile (mock and aws).
 //!
 //! Run: `cargo xtask bench` (builds the components, then `cargo bench`).
 
@@ -106,6 +106,8 @@ async fn warm_instantiate(runtime: &ProviderRuntime) {
     for (name, settings) in [
         ("misbehave", serde_json::json!({"mode": "behave"})),
         ("mock", big_instance_cloud()),
+        // configure builds the SDK client; nothing is sent.
+        ("aws", serde_json::json!({"region": "us-east-1"})),
     ] {
         let provider = runtime
             .load(&component(name), config(settings))
@@ -125,8 +127,8 @@ async fn warm_instantiate(runtime: &ProviderRuntime) {
     }
 }
 
-fn module_ready() {
-    let bytes = component("mock");
+fn module_ready(name: &str) {
+    let bytes = component(name);
     let cache = tempfile::tempdir().unwrap();
     let cached = RuntimeConfig {
         cache_dir: Some(cache.path().to_path_buf()),
@@ -155,7 +157,7 @@ fn module_ready() {
         assert_eq!(runtime.compiles(), 0);
     }
     println!(
-        "mock module ready ({} KiB): cold compile median {}, from disk cache median {}",
+        "{name} module ready ({} KiB): cold compile median {}, from disk cache median {}",
         bytes.len() / 1024,
         per_op(median(cold), 1),
         per_op(median(warm), 1)
@@ -187,6 +189,7 @@ fn main() {
         tokio.block_on(warm_instantiate(&runtime));
     }
     if wanted("cache") {
-        module_ready();
+        module_ready("mock");
+        module_ready("aws");
     }
 }

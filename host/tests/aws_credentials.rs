@@ -268,3 +268,59 @@ async fn static_keys_from_the_environment_and_a_clear_error_without_any_source()
         .to_string();
     assert!(error.contains("AWS_WEB_IDENTITY_TOKEN_FILE"), "{error}");
 }
+
+#[tokio::test]
+async fn eks_pod_identity_credentials_come_from_the_agent_with_the_token() {
+    let handler: Arc<Handler> = Arc::new(|method, path, headers, _, _| {
+        let authorized = headers
+            .get("authorization")
+            .is_some_and(|t| t == "pod-identity-token");
+        match (method.as_str(), path) {
+            ("GET", "/v1/credentials") if authorized => (
+                StatusCode::OK,
+                serde_json::json!({"AccessKeyId": "ASIAPODIDENTITY", "SecretAccessKey": "secret",
+                    "Token": "token", "AccountId": "111122223333",
+                    "Expiration": rfc3339_in(3600)})
+                .to_string(),
+            ),
+            _ => (StatusCode::FORBIDDEN, String::new()),
+        }
+    });
+    let (agent, _) = stub(handler).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("eks-pod-identity-token");
+    std::fs::write(&token, "pod-identity-token\n").unwrap();
+    let token = token.display().to_string();
+    let uri = format!("{agent}/v1/credentials");
+    let source = RefreshingCredentials::start(config(
+        &[
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token),
+        ],
+        None,
+        "http://127.0.0.1:9",
+    ))
+    .await
+    .expect("the agent answered");
+    assert!(source.current().unwrap().expires_at.is_some());
+    assert_eq!(signed_by_aws_guest(source).await, "ASIAPODIDENTITY");
+
+    // A wrong token is refused by the agent, and said so.
+    std::fs::write(dir.path().join("eks-pod-identity-token"), "stale").unwrap();
+    let error = RefreshingCredentials::start(config(
+        &[
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token),
+        ],
+        None,
+        "http://127.0.0.1:9",
+    ))
+    .await
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(
+        error.contains("container credentials") && error.contains("403"),
+        "{error}"
+    );
+}

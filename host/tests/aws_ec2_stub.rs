@@ -437,3 +437,50 @@ async fn the_aws_overlay_settings_configure_the_component() {
         ["https://ec2.us-east-1.amazonaws.com"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unassigning_addresses_already_gone_unassigns_the_rest() {
+    let described = "<networkInterfaceSet><item><networkInterfaceId>eni-1</networkInterfaceId>\
+        <subnetId>subnet-1</subnetId><vpcId>vpc-1</vpcId><macAddress>02:00:00:00:00:01</macAddress>\
+        <status>in-use</status><privateIpAddress>10.0.1.5</privateIpAddress>\
+        <attachment><attachmentId>eni-attach-1</attachmentId><instanceId>i-1</instanceId>\
+        <deviceIndex>1</deviceIndex><networkCardIndex>0</networkCardIndex><status>attached</status></attachment>\
+        <privateIpAddressesSet>\
+        <item><privateIpAddress>10.0.1.5</privateIpAddress><primary>true</primary></item>\
+        <item><privateIpAddress>10.0.1.7</privateIpAddress><primary>false</primary></item>\
+        </privateIpAddressesSet></item></networkInterfaceSet>";
+    let (endpoint, calls) = ec2_stub(Arc::new(move |call, before| match call.action.as_str() {
+        "UnassignPrivateIpAddresses" if before == 0 => (
+            StatusCode::BAD_REQUEST,
+            ec2_error(
+                "InvalidParameterValue",
+                "Some of the specified addresses are not assigned to interface eni-1",
+            ),
+        ),
+        "UnassignPrivateIpAddresses" => ok("UnassignPrivateIpAddresses", "<return>true</return>"),
+        "DescribeNetworkInterfaces" => ok("DescribeNetworkInterfaces", described),
+        _ => (
+            StatusCode::BAD_REQUEST,
+            ec2_error("InvalidAction", "unexpected"),
+        ),
+    }))
+    .await;
+    provider(&endpoint)
+        .await
+        .unassign_ips("eni-1", &["10.0.1.6".into(), "10.0.1.7".into()], &[])
+        .await
+        .expect("what is still there is unassigned");
+    assert_eq!(
+        actions(&calls),
+        [
+            "UnassignPrivateIpAddresses",
+            "DescribeNetworkInterfaces",
+            "UnassignPrivateIpAddresses"
+        ]
+    );
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls[0].param("PrivateIpAddress.1"), Some("10.0.1.6"));
+    assert_eq!(calls[0].param("PrivateIpAddress.2"), Some("10.0.1.7"));
+    assert_eq!(calls[2].param("PrivateIpAddress.1"), Some("10.0.1.7"));
+    assert_eq!(calls[2].param("PrivateIpAddress.2"), None);
+}

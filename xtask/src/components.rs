@@ -157,7 +157,9 @@ fn build_aws(toolchain: &Toolchain, out: &std::path::Path) -> Result<(), String>
         return copy(&cached, &to);
     }
     eprintln!(
-        "xtask: building the {name} component (inputs changed or first build; cold, aws-sdk-ec2 takes about 10 minutes on 2 cores)"
+        "xtask: building the {name} component (its inputs changed since the cached build, key {}; \
+         when aws-sdk-ec2 itself is not built yet this takes about 12 minutes on 2 cores)",
+        &key[..16]
     );
     run(wasm_cargo(toolchain, "build")?.args(["--package", package]))?;
     let built = target_dir(toolchain).join(format!("{artifact}.wasm"));

@@ -1,7 +1,8 @@
 //! AWS credentials resolved natively by the host, from the sources a pod on
 //! AWS has, in the AWS SDKs' default order: static keys in the environment
-//! (a mounted Secret), a web identity token exchanged with STS (IRSA), then
-//! the instance profile through IMDSv2. The host may reach the metadata
+//! (a mounted Secret), a web identity token exchanged with STS (IRSA), the
+//! container credentials endpoint (EKS Pod Identity's agent), then the
+//! instance profile through IMDSv2. The host may reach the metadata
 //! address; a guest never can (its egress policy refuses link-local). The
 //! guest receives `access-key-id`, `secret-access-key` and, for temporary
 //! credentials, `session-token`, with their expiry; [`RefreshingCredentials`]
@@ -27,9 +28,9 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AwsCredentialError {
-    #[error("no AWS credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_WEB_IDENTITY_TOKEN_FILE/AWS_ROLE_ARN, or run where IMDS answers ({0})")]
+    #[error("no AWS credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_WEB_IDENTITY_TOKEN_FILE/AWS_ROLE_ARN, AWS_CONTAINER_CREDENTIALS_FULL_URI, or run where IMDS answers ({0})")]
     NoSource(String),
-    #[error("reading the web identity token {path}: {message}")]
+    #[error("reading the token file {path}: {message}")]
     TokenFile { path: String, message: String },
     #[error("{source_name}: {message}")]
     Endpoint {
@@ -91,10 +92,21 @@ pub enum AwsSource {
         role_arn: String,
         session_name: String,
     },
+    /// A container credentials endpoint: EKS Pod Identity's agent
+    /// (AWS_CONTAINER_CREDENTIALS_FULL_URI with a token file) or ECS's.
+    Container {
+        uri: String,
+        token_file: Option<String>,
+        token: Option<String>,
+    },
     InstanceProfile,
 }
 
-/// The SDKs' order: environment keys, then web identity, then IMDS.
+/// ECS's credentials address, for AWS_CONTAINER_CREDENTIALS_RELATIVE_URI.
+const ECS_CREDENTIALS_HOST: &str = "http://169.254.170.2";
+
+/// The SDKs' order: environment keys, web identity, the container endpoint,
+/// then IMDS.
 pub fn choose(config: &AwsCredentialConfig) -> AwsSource {
     if config.var("AWS_ACCESS_KEY_ID").is_some() && config.var("AWS_SECRET_ACCESS_KEY").is_some() {
         return AwsSource::Environment;
@@ -110,6 +122,25 @@ pub fn choose(config: &AwsCredentialConfig) -> AwsSource {
                 .var("AWS_ROLE_SESSION_NAME")
                 .unwrap_or("ipam-operator")
                 .into(),
+        };
+    }
+    let uri = config
+        .var("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+        .map(str::to_string)
+        .or_else(|| {
+            config
+                .var("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+                .map(|path| format!("{ECS_CREDENTIALS_HOST}{path}"))
+        });
+    if let Some(uri) = uri {
+        return AwsSource::Container {
+            uri,
+            token_file: config
+                .var("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
+                .map(str::to_string),
+            token: config
+                .var("AWS_CONTAINER_AUTHORIZATION_TOKEN")
+                .map(str::to_string),
         };
     }
     AwsSource::InstanceProfile
@@ -260,13 +291,22 @@ async fn instance_profile(config: &AwsCredentialConfig) -> Result<Credentials, A
     if !answer.status.is_success() {
         return Err(fail(format!("role {role}: {}", answer.status)));
     }
+    json_credentials(&answer.body, &format!("role {role}"), fail)
+}
+
+/// The JSON document IMDS and container endpoints answer with.
+fn json_credentials(
+    body: &[u8],
+    what: &str,
+    fail: impl Fn(String) -> AwsCredentialError,
+) -> Result<Credentials, AwsCredentialError> {
     let doc: serde_json::Value =
-        serde_json::from_slice(&answer.body).map_err(|e| fail(format!("role {role}: {e}")))?;
+        serde_json::from_slice(body).map_err(|e| fail(format!("{what}: {e}")))?;
     let field = |name: &str| {
         doc.get(name)
             .and_then(|v| v.as_str())
             .map(str::to_string)
-            .ok_or_else(|| fail(format!("no {name} for role {role}")))
+            .ok_or_else(|| fail(format!("{what}: no {name}")))
     };
     Ok(credentials(
         &field("AccessKeyId")?,
@@ -274,6 +314,39 @@ async fn instance_profile(config: &AwsCredentialConfig) -> Result<Credentials, A
         Some(&field("Token")?),
         unix_seconds(&field("Expiration")?),
     ))
+}
+
+/// GET the container endpoint with its authorization token (read from the
+/// file on every fetch: the agent's token is rotated).
+async fn container(
+    uri: &str,
+    token_file: Option<&str>,
+    token: Option<&str>,
+) -> Result<Credentials, AwsCredentialError> {
+    let fail = endpoint_error("container credentials");
+    let authorization = match (token_file, token) {
+        (Some(path), _) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| AwsCredentialError::TokenFile {
+                    path: path.to_string(),
+                    message: e.to_string(),
+                })?
+                .trim()
+                .to_string(),
+        ),
+        (None, token) => token.map(str::to_string),
+    };
+    let headers: Vec<(&str, String)> = authorization
+        .into_iter()
+        .map(|token| ("authorization", token))
+        .collect();
+    let answer = request(Method::GET, uri, &headers, Bytes::new())
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    if !answer.status.is_success() {
+        return Err(fail(format!("{uri}: {}", answer.status)));
+    }
+    json_credentials(&answer.body, uri, fail)
 }
 
 /// Credentials from `source` now.
@@ -293,6 +366,11 @@ pub async fn fetch(
             role_arn,
             session_name,
         } => web_identity(config, token_file, role_arn, session_name).await,
+        AwsSource::Container {
+            uri,
+            token_file,
+            token,
+        } => container(uri, token_file.as_deref(), token.as_deref()).await,
         AwsSource::InstanceProfile => instance_profile(config)
             .await
             .map_err(|e| AwsCredentialError::NoSource(e.to_string())),
@@ -356,6 +434,7 @@ fn source_kind(source: &AwsSource) -> &'static str {
     match source {
         AwsSource::Environment => "environment",
         AwsSource::WebIdentity { .. } => "web-identity",
+        AwsSource::Container { .. } => "container",
         AwsSource::InstanceProfile => "instance-profile",
     }
 }
@@ -382,7 +461,7 @@ mod tests {
     }
 
     #[test]
-    fn the_chain_prefers_keys_then_web_identity_then_imds() {
+    fn the_chain_prefers_keys_then_web_identity_then_container_then_imds() {
         let keys = config(&[("AWS_ACCESS_KEY_ID", "AK"), ("AWS_SECRET_ACCESS_KEY", "SK")]);
         assert_eq!(choose(&keys), AwsSource::Environment);
         let irsa = config(&[
@@ -396,6 +475,28 @@ mod tests {
             choose(&config(&[("AWS_ACCESS_KEY_ID", "AK")])),
             AwsSource::InstanceProfile
         );
+        let pod_identity = config(&[
+            (
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                "http://169.254.170.23/v1/credentials",
+            ),
+            (
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                "/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token",
+            ),
+        ]);
+        assert!(matches!(
+            choose(&pod_identity),
+            AwsSource::Container { ref uri, token_file: Some(_), .. } if uri == "http://169.254.170.23/v1/credentials"
+        ));
+        let ecs = config(&[(
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+            "/v2/credentials/x",
+        )]);
+        assert!(matches!(
+            choose(&ecs),
+            AwsSource::Container { ref uri, token_file: None, token: None } if uri == "http://169.254.170.2/v2/credentials/x"
+        ));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use ipam_provider_sdk::{
 };
 
 use crate::convert;
-use crate::errors::{from_sdk, is_not_assigned};
+use crate::errors::{from_sdk, is_device_index_taken, is_not_assigned};
 use crate::Ec2;
 
 /// Device indexes tried after the requested one is found taken.
@@ -139,7 +139,10 @@ impl Ec2 {
                     });
                 }
                 Err(error) => match from_sdk("AttachNetworkInterface", error) {
-                    Error::Conflict(why) if index < request.index + INDEX_ATTEMPTS => {
+                    Error::Conflict(why)
+                        if is_device_index_taken(&why)
+                            && index < request.index + INDEX_ATTEMPTS =>
+                    {
                         log(
                             LogLevel::Info,
                             &format!("device index {index} taken, trying the next: {why}"),

@@ -53,13 +53,18 @@ fn collect(path: &Path, into: &mut Vec<PathBuf>) -> Result<(), String> {
     let entries = std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?;
     for entry in entries {
         let entry = entry.map_err(|e| format!("{}: {e}", path.display()))?;
+        // Build output (ignored by git) is not an input.
+        if entry.file_name() == "target" {
+            continue;
+        }
         collect(&entry.path(), into)?;
     }
     Ok(())
 }
 
 fn dir() -> PathBuf {
-    build_cache().join("components")
+    // Not "components": the host's compiled-module cache lives there.
+    build_cache().join("component-builds")
 }
 
 /// The cached component for this key, if built before.

@@ -4,8 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::aws_lane::{AwsLane, Mode};
-use crate::{build_cache, repo_root, run, setup};
+use crate::{build_cache, component_cache, repo_root, run, setup};
 
 const TARGET: &str = "wasm32-wasip2";
 
@@ -30,19 +29,18 @@ const COMPONENTS: &[(&str, &str)] = &[
 
 /// The AWS provider: package, artifact, component name. Built only when its
 /// inputs change (`component_cache`).
-pub(crate) const AWS: (&str, &str, &str) = ("aws-provider", "aws_provider", "aws");
+const AWS: (&str, &str, &str) = ("aws-provider", "aws_provider", "aws");
 
 /// Flags for Debian's rustc-web to link wasip2 components (design.md §7).
 const DEBIAN_RUSTFLAGS: &str =
     "-L /usr/lib/wasm32-wasi -Clink-self-contained=no -Clink-arg=--wasm-ld-path=/usr/bin/wasm-ld-19";
 
-#[derive(Clone, Copy)]
-pub(crate) enum Toolchain {
+enum Toolchain {
     Rustup,
     Debian,
 }
 
-pub(crate) fn choose_toolchain() -> Result<Toolchain, String> {
+fn choose_toolchain() -> Result<Toolchain, String> {
     let choice = std::env::var("IPAM_WASM_TOOLCHAIN").unwrap_or_else(|_| "auto".into());
     match choice.as_str() {
         "rustup" if setup::try_rustup_target(TARGET) => Ok(Toolchain::Rustup),
@@ -61,32 +59,19 @@ pub(crate) fn choose_toolchain() -> Result<Toolchain, String> {
     }
 }
 
-pub(crate) fn providers_dir() -> PathBuf {
+fn providers_dir() -> PathBuf {
     repo_root().join("providers")
 }
 
-/// A cargo command for the providers workspace, for wasm32-wasip2, with its
-/// build output in the toolchain's directory of the build cache.
-pub(crate) fn wasm_cargo(toolchain: &Toolchain, subcommand: &str) -> Result<Command, String> {
-    wasm_cargo_in(toolchain, subcommand, target_dir_name(toolchain))
-}
-
-fn target_dir_name(toolchain: &Toolchain) -> &'static str {
-    match toolchain {
-        Toolchain::Rustup => "wasm-target-rustup",
-        Toolchain::Debian => "wasm-target-debian",
-    }
-}
-
-/// The same with its output in `dir` of the build cache (cargo locks a build
-/// directory: a command running beside another needs its own).
-fn wasm_cargo_in(toolchain: &Toolchain, subcommand: &str, dir: &str) -> Result<Command, String> {
+/// A cargo command for the providers workspace, for wasm32-wasip2.
+fn wasm_cargo(toolchain: &Toolchain, subcommand: &str) -> Result<Command, String> {
     let mut cargo = match toolchain {
         Toolchain::Rustup => {
             let mut cargo = Command::new("cargo");
             cargo
                 .arg(subcommand)
                 .args(["--release", "--target", TARGET]);
+            cargo.env("CARGO_TARGET_DIR", build_cache().join("wasm-target-rustup"));
             cargo
         }
         Toolchain::Debian => {
@@ -102,39 +87,18 @@ fn wasm_cargo_in(toolchain: &Toolchain, subcommand: &str, dir: &str) -> Result<C
                 .env("RUSTC", "/usr/bin/rustc")
                 .env("RUSTC_BOOTSTRAP", "1")
                 .env("RUSTFLAGS", DEBIAN_RUSTFLAGS)
+                .env("CARGO_TARGET_DIR", build_cache().join("wasm-target-debian"))
                 .env_remove("RUSTUP_TOOLCHAIN")
                 .env_remove("CARGO");
             cargo
         }
     };
-    cargo
-        .env("CARGO_TARGET_DIR", build_cache().join(dir))
-        .current_dir(providers_dir());
+    cargo.current_dir(providers_dir());
     Ok(cargo)
 }
 
-/// Clippy over guest crates for the target they are built for; natively on
-/// the Debian path, whose rustc-web ships no clippy. `dir` names its build
-/// output in the build cache.
-pub(crate) fn clippy_cargo(toolchain: &Toolchain, dir: &str) -> Result<Command, String> {
-    match toolchain {
-        Toolchain::Debian => {
-            let mut cargo = Command::new("cargo");
-            cargo
-                .current_dir(providers_dir())
-                .env(
-                    "CARGO_TARGET_DIR",
-                    build_cache().join(format!("{dir}-native")),
-                )
-                .arg("clippy");
-            Ok(cargo)
-        }
-        Toolchain::Rustup => wasm_cargo_in(toolchain, "clippy", dir),
-    }
-}
-
 /// What identifies the toolchain's output, for the component cache key.
-pub(crate) fn toolchain_identity(toolchain: &Toolchain) -> Result<String, String> {
+fn toolchain_identity(toolchain: &Toolchain) -> Result<String, String> {
     let (rustc, flags) = match toolchain {
         Toolchain::Rustup => ("rustc", "rustup"),
         Toolchain::Debian => ("/usr/bin/rustc", DEBIAN_RUSTFLAGS),
@@ -150,11 +114,12 @@ pub(crate) fn toolchain_identity(toolchain: &Toolchain) -> Result<String, String
     ))
 }
 
-pub(crate) fn target_dir(toolchain: &Toolchain) -> PathBuf {
-    build_cache()
-        .join(target_dir_name(toolchain))
-        .join(TARGET)
-        .join("release")
+fn target_dir(toolchain: &Toolchain) -> PathBuf {
+    let name = match toolchain {
+        Toolchain::Rustup => "wasm-target-rustup",
+        Toolchain::Debian => "wasm-target-debian",
+    };
+    build_cache().join(name).join(TARGET).join("release")
 }
 
 /// Where the host's tests and CLI look for components.
@@ -162,49 +127,86 @@ pub fn components_dir() -> PathBuf {
     repo_root().join("target").join("components")
 }
 
-/// Every component, the AWS one built in the foreground when its inputs
-/// changed.
 pub fn build() -> Result<PathBuf, String> {
     let toolchain = choose_toolchain()?;
-    let out = build_others(&toolchain)?;
-    AwsLane::start(toolchain, Mode::Foreground)?.finish()?;
-    eprintln!("xtask: components in {}", out.display());
-    Ok(out)
-}
-
-/// Every component but the AWS one (cargo's incremental build makes them
-/// cheap on every run).
-pub(crate) fn build_others(toolchain: &Toolchain) -> Result<PathBuf, String> {
-    run(wasm_cargo(toolchain, "build")?.args(["--workspace", "--exclude", AWS.0]))?;
+    run(wasm_cargo(&toolchain, "build")?.args(["--workspace", "--exclude", AWS.0]))?;
     let out = components_dir();
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     for (artifact, name) in COMPONENTS {
         copy(
-            &target_dir(toolchain).join(format!("{artifact}.wasm")),
+            &target_dir(&toolchain).join(format!("{artifact}.wasm")),
             &out.join(format!("{name}.wasm")),
         )?;
     }
+    build_aws(&toolchain, &out)?;
+    eprintln!("xtask: components in {}", out.display());
     Ok(out)
 }
 
-pub(crate) fn copy(from: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
+/// The AWS component from the cache when its inputs have not changed, else
+/// built (the cold build takes minutes: aws-sdk-ec2) and cached.
+fn build_aws(toolchain: &Toolchain, out: &std::path::Path) -> Result<(), String> {
+    let (package, artifact, name) = AWS;
+    let key = component_cache::key(&toolchain_identity(toolchain)?)?;
+    let to = out.join(format!("{name}.wasm"));
+    if let Some(cached) = component_cache::component(name, &key) {
+        eprintln!(
+            "xtask: {name} component from the build cache (inputs unchanged, key {})",
+            &key[..16]
+        );
+        return copy(&cached, &to);
+    }
+    eprintln!(
+        "xtask: building the {name} component (its inputs changed since the cached build, key {}; \
+         when aws-sdk-ec2 itself is not built yet this takes about 12 minutes on 2 cores)",
+        &key[..16]
+    );
+    run(wasm_cargo(toolchain, "build")?.args(["--package", package]))?;
+    let built = target_dir(toolchain).join(format!("{artifact}.wasm"));
+    component_cache::store(name, &key, &built)?;
+    copy(&built, &to)
+}
+
+fn copy(from: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
     std::fs::copy(from, to)
         .map(drop)
         .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
 }
 
-/// Clippy over the guest crates but the AWS one (its lane lints it), in a
-/// build directory of its own so that it can run beside the AWS lane.
-pub(crate) fn clippy_others(toolchain: &Toolchain) -> Result<(), String> {
-    run(clippy_cargo(toolchain, "guest-clippy")?.args([
-        "--workspace",
-        "--exclude",
-        AWS.0,
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))
+/// Clippy over the guest crates, for the target they are built for. The AWS
+/// crate is linted only when its inputs changed since it last passed.
+pub fn clippy() -> Result<(), String> {
+    let toolchain = choose_toolchain()?;
+    let key = component_cache::key(&toolchain_identity(&toolchain)?)?;
+    let (package, _, name) = AWS;
+    let lint_aws = !component_cache::linted(name, &key);
+    if !lint_aws {
+        eprintln!(
+            "xtask: clippy passed on {package} with these inputs before (key {})",
+            &key[..16]
+        );
+    }
+    let mut cargo = match toolchain {
+        // Debian's rustc-web ships no clippy; lint the guests natively instead.
+        Toolchain::Debian => {
+            let mut cargo = Command::new("cargo");
+            cargo
+                .current_dir(providers_dir())
+                .env("CARGO_TARGET_DIR", build_cache().join("providers-native"))
+                .arg("clippy");
+            cargo
+        }
+        Toolchain::Rustup => wasm_cargo(&toolchain, "clippy")?,
+    };
+    cargo.arg("--workspace");
+    if !lint_aws {
+        cargo.args(["--exclude", package]);
+    }
+    run(cargo.args(["--all-targets", "--", "-D", "warnings"]))?;
+    if lint_aws {
+        component_cache::mark_linted(name, &key)?;
+    }
+    Ok(())
 }
 
 /// The guests' own unit tests (address math, faults), run natively: only the

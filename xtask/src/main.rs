@@ -3,7 +3,6 @@
 //! runs every check and test. Both install what is missing (the wasm32-wasip2
 //! target, or Debian's toolchain packages where rustup cannot provide it).
 
-mod aws_lane;
 mod component_cache;
 mod components;
 mod setup;
@@ -11,8 +10,6 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-
-use aws_lane::{AwsLane, Mode};
 
 const USAGE: &str = "usage: cargo xtask <command>
 
@@ -32,7 +29,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("providers") => components::build().map(drop),
         Some("run") => components::build().and_then(|_| run_main_job(&args[1..])),
-        Some("test") => test(),
+        Some("test") => components::build().and_then(|_| test()),
         Some("bench") => components::build().and_then(|_| bench()),
         _ => {
             eprintln!("{USAGE}");
@@ -110,11 +107,6 @@ fn run_main_job(extra: &[String]) -> Result<(), String> {
 fn test() -> Result<(), String> {
     setup::ensure_rustup_components(&["rustfmt", "clippy"])?;
     let moto_python = setup::ensure_moto(&build_cache())?;
-    let toolchain = components::choose_toolchain()?;
-    components::build_others(&toolchain)?;
-    // The AWS component builds (and is linted) beside the host's lint and
-    // build; the tests wait for it.
-    let aws = AwsLane::start(toolchain, Mode::BackgroundWithLint)?;
     run(host_cargo().args(["fmt", "--all", "--check"]))?;
     run(Command::new("cargo")
         .current_dir(repo_root().join("providers"))
@@ -127,23 +119,21 @@ fn test() -> Result<(), String> {
         "-D",
         "warnings",
     ]))?;
-    components::clippy_others(&toolchain)?;
+    components::clippy()?;
     let mut tally = tests::Tally::default();
-    let outcome = tests::run(&mut components::unit_tests_command(), &mut tally)
-        .and_then(|()| run(host_cargo().args(["test", "--workspace", "--no-run"])))
-        .and_then(|()| aws.finish())
-        .and_then(|()| {
-            tests::run(
-                host_cargo()
-                    .env("IPAM_MOTO_PYTHON", &moto_python)
-                    .args(["test", "--workspace"]),
-                &mut tally,
-            )
-        });
+    let guests = tests::run(&mut components::unit_tests_command(), &mut tally);
+    let host = guests.and_then(|()| {
+        tests::run(
+            host_cargo()
+                .env("IPAM_MOTO_PYTHON", &moto_python)
+                .args(["test", "--workspace"]),
+            &mut tally,
+        )
+    });
     // One closing line over every test binary, so the total is not mistaken
     // for the last binary's (often a doc-test run with nothing in it).
     println!("tests: {} passed, {} failed", tally.passed, tally.failed);
-    outcome
+    host
 }
 
 fn bench() -> Result<(), String> {

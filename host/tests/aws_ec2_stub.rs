@@ -96,6 +96,19 @@ fn ec2_error(code: &str, message: &str) -> String {
     )
 }
 
+/// The answer to a call the test does not expect.
+fn unexpected() -> (StatusCode, String) {
+    (
+        StatusCode::BAD_REQUEST,
+        ec2_error("InvalidAction", "unexpected"),
+    )
+}
+
+/// EC2's answer to an action that returns only success.
+fn done(action: &str) -> (StatusCode, String) {
+    ok(action, "<return>true</return>")
+}
+
 fn ok(action: &str, inner: &str) -> (StatusCode, String) {
     (
         StatusCode::OK,
@@ -105,6 +118,9 @@ fn ok(action: &str, inner: &str) -> (StatusCode, String) {
         ),
     )
 }
+
+const ATTACHED: &str =
+    "<attachmentId>eni-attach-1</attachmentId><networkCardIndex>0</networkCardIndex>";
 
 const CREATED: &str = "<networkInterface><networkInterfaceId>eni-0new</networkInterfaceId>\
     <subnetId>subnet-1</subnetId><vpcId>vpc-1</vpcId><availabilityZone>us-east-1a</availabilityZone>\
@@ -244,17 +260,9 @@ async fn a_taken_device_index_moves_the_attach_to_the_next_one() {
                 "Instance 'i-1' already has an interface attached at device index '1'.",
             ),
         ),
-        "AttachNetworkInterface" => ok(
-            "AttachNetworkInterface",
-            "<attachmentId>eni-attach-1</attachmentId><networkCardIndex>0</networkCardIndex>",
-        ),
-        "ModifyNetworkInterfaceAttribute" => {
-            ok("ModifyNetworkInterfaceAttribute", "<return>true</return>")
-        }
-        _ => (
-            StatusCode::BAD_REQUEST,
-            ec2_error("InvalidAction", "unexpected"),
-        ),
+        "AttachNetworkInterface" => ok("AttachNetworkInterface", ATTACHED),
+        "ModifyNetworkInterfaceAttribute" => done("ModifyNetworkInterfaceAttribute"),
+        _ => unexpected(),
     }))
     .await;
     let eni = provider(&endpoint)
@@ -305,11 +313,8 @@ async fn a_failed_attach_deletes_the_created_interface() {
                 "Interface count 4 exceeds the limit for m5.large",
             ),
         ),
-        "DeleteNetworkInterface" => ok("DeleteNetworkInterface", "<return>true</return>"),
-        _ => (
-            StatusCode::BAD_REQUEST,
-            ec2_error("InvalidAction", "unexpected"),
-        ),
+        "DeleteNetworkInterface" => done("DeleteNetworkInterface"),
+        _ => unexpected(),
     }))
     .await;
     let error = provider(&endpoint)
@@ -336,10 +341,7 @@ async fn a_failed_attach_deletes_the_created_interface() {
 async fn a_failed_modify_detaches_and_deletes_the_created_interface() {
     let (endpoint, calls) = ec2_stub(Arc::new(|call, _| match call.action.as_str() {
         "CreateNetworkInterface" => ok("CreateNetworkInterface", CREATED),
-        "AttachNetworkInterface" => ok(
-            "AttachNetworkInterface",
-            "<attachmentId>eni-attach-1</attachmentId><networkCardIndex>0</networkCardIndex>",
-        ),
+        "AttachNetworkInterface" => ok("AttachNetworkInterface", ATTACHED),
         "ModifyNetworkInterfaceAttribute" => (
             StatusCode::FORBIDDEN,
             ec2_error(
@@ -347,12 +349,9 @@ async fn a_failed_modify_detaches_and_deletes_the_created_interface() {
                 "You are not authorized to perform this operation.",
             ),
         ),
-        "DetachNetworkInterface" => ok("DetachNetworkInterface", "<return>true</return>"),
-        "DeleteNetworkInterface" => ok("DeleteNetworkInterface", "<return>true</return>"),
-        _ => (
-            StatusCode::BAD_REQUEST,
-            ec2_error("InvalidAction", "unexpected"),
-        ),
+        "DetachNetworkInterface" => done("DetachNetworkInterface"),
+        "DeleteNetworkInterface" => done("DeleteNetworkInterface"),
+        _ => unexpected(),
     }))
     .await;
     let error = provider(&endpoint)
@@ -457,12 +456,9 @@ async fn unassigning_addresses_already_gone_unassigns_the_rest() {
                 "Some of the specified addresses are not assigned to interface eni-1",
             ),
         ),
-        "UnassignPrivateIpAddresses" => ok("UnassignPrivateIpAddresses", "<return>true</return>"),
+        "UnassignPrivateIpAddresses" => done("UnassignPrivateIpAddresses"),
         "DescribeNetworkInterfaces" => ok("DescribeNetworkInterfaces", described),
-        _ => (
-            StatusCode::BAD_REQUEST,
-            ec2_error("InvalidAction", "unexpected"),
-        ),
+        _ => unexpected(),
     }))
     .await;
     provider(&endpoint)

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,25 +50,11 @@ fn request(seeded: &Seeded, instance: &str, index: u32, count: u32) -> CreateInt
 
 /// Ask moto through boto3 (not through the provider) about one interface.
 fn boto3_interface(moto: &Moto, id: &str) -> serde_json::Value {
-    let script = format!(
-        "import boto3, json\n\
-         ec2 = boto3.client('ec2', region_name='us-east-1', endpoint_url='{}', \
-         aws_access_key_id='a', aws_secret_access_key='b')\n\
-         found = ec2.describe_network_interfaces(Filters=[{{'Name': 'network-interface-id', 'Values': ['{id}']}}])\n\
-         print(json.dumps(found['NetworkInterfaces'], default=str))",
-        moto.endpoint
-    );
-    let python = std::env::var("IPAM_MOTO_PYTHON").unwrap_or_else(|_| "python3".into());
-    let output = Command::new(python)
-        .args(["-c", &script])
-        .output()
-        .expect("python3");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let list: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).expect("JSON");
+    let printed = moto.boto3(&format!(
+        "found = ec2.describe_network_interfaces(Filters=[{{'Name': 'network-interface-id', 'Values': ['{id}']}}])\n\
+         print(json.dumps(found['NetworkInterfaces'], default=str))"
+    ));
+    let list: Vec<serde_json::Value> = serde_json::from_str(&printed).expect("JSON");
     list.into_iter().next().unwrap_or(serde_json::Value::Null)
 }
 
@@ -294,17 +279,11 @@ async fn a_failed_attach_deletes_the_interface_it_created() {
         .create_interface(&request(&seeded, &seeded.instances[0], 1, 0))
         .await
         .unwrap();
-    let detach = format!(
-        "import boto3\n\
-         ec2 = boto3.client('ec2', region_name='us-east-1', endpoint_url='{}', \
-         aws_access_key_id='a', aws_secret_access_key='b')\n\
-         eni = ec2.describe_network_interfaces(NetworkInterfaceIds=['{}'])['NetworkInterfaces'][0]\n\
+    moto.boto3(&format!(
+        "eni = ec2.describe_network_interfaces(NetworkInterfaceIds=['{}'])['NetworkInterfaces'][0]\n\
          ec2.detach_network_interface(AttachmentId=eni['Attachment']['AttachmentId'])",
-        moto.endpoint, leaked.id
-    );
-    let python = std::env::var("IPAM_MOTO_PYTHON").unwrap_or_else(|_| "python3".into());
-    let status = Command::new(python).args(["-c", &detach]).status().unwrap();
-    assert!(status.success());
+        leaked.id
+    ));
     let found = aws
         .get_detached_interfaces(&ownership(&seeded.instances[0]))
         .await

@@ -52,7 +52,11 @@ async fn mutation_results_keep_the_cache_equal_to_the_cloud() {
         addresses: [vec![eni.primary_ip.clone()], assigned.addresses.clone()].concat(),
         prefixes: prefix.prefixes.clone(),
     };
-    cache.assigned("i-0001", &eni.id, &everything);
+    assert_eq!(
+        cache.assigned("i-0001", &eni.id, &everything),
+        (0, 0),
+        "nothing new"
+    );
     assert_eq!(
         cache.snapshot(),
         fresh_listing(&cloud).await,

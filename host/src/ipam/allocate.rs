@@ -139,14 +139,14 @@ pub async fn allocate_step(
             }
             result => result?,
         };
-        cache.assigned(instance_id, &id, &assigned);
-        tracing::info!(node = %node.name, interface = %id, addresses = assigned.addresses.len(),
-            prefixes = assigned.prefixes.len(), why = choice.why, "assigned");
+        let (addresses, prefixes) = cache.assigned(instance_id, &id, &assigned);
+        tracing::info!(node = %node.name, interface = %id, addresses, prefixes,
+            why = choice.why, "assigned");
         return Ok(Step::Assigned {
             interface: id,
             subnet: choice.interface.subnet_id.clone(),
-            addresses: assigned.addresses.len(),
-            prefixes: assigned.prefixes.len(),
+            addresses,
+            prefixes,
         });
     }
 

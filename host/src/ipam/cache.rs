@@ -320,7 +320,14 @@ impl InstanceCache {
     /// Record what assign-ips added to an interface. Only what is new counts:
     /// a provider that answers with addresses the interface already had (moto
     /// lists them all, the primary included) must not duplicate them.
-    pub fn assigned(&self, instance_id: &str, interface_id: &str, assigned: &Assigned) {
+    /// Returns how many addresses and prefixes were new (the answer's own
+    /// counts when the interface is not cached).
+    pub fn assigned(
+        &self,
+        instance_id: &str,
+        interface_id: &str,
+        assigned: &Assigned,
+    ) -> (usize, usize) {
         self.changed(instance_id);
         let mut snapshot = self.write();
         let Some((subnet_id, new_addresses, new_prefixes)) = snapshot
@@ -346,10 +353,11 @@ impl InstanceCache {
                 )
             })
         else {
-            return;
+            return (assigned.addresses.len(), assigned.prefixes.len());
         };
         let taken = addresses_taken(new_addresses, new_prefixes);
         self.take_from_subnet(&mut snapshot, &subnet_id, taken);
+        (new_addresses, new_prefixes)
     }
 
     /// Record a successful unassign-ips.

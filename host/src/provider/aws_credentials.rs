@@ -205,10 +205,7 @@ async fn web_identity(
     session_name: &str,
 ) -> Result<Credentials, AwsCredentialError> {
     let fail = endpoint_error("STS AssumeRoleWithWebIdentity");
-    let token = std::fs::read_to_string(token_file).map_err(|e| AwsCredentialError::TokenFile {
-        path: token_file.into(),
-        message: e.to_string(),
-    })?;
+    let token = read_token(token_file)?;
     let endpoint = config
         .sts_endpoint
         .clone()
@@ -217,7 +214,7 @@ async fn web_identity(
         "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}",
         form_encode(role_arn),
         form_encode(session_name),
-        form_encode(token.trim())
+        form_encode(&token)
     );
     let reply = request(
         Method::POST,
@@ -316,6 +313,16 @@ fn json_credentials(
     ))
 }
 
+/// A token file's contents (kubelet rotates these files: read on each use).
+fn read_token(path: &str) -> Result<String, AwsCredentialError> {
+    std::fs::read_to_string(path)
+        .map(|token| token.trim().to_string())
+        .map_err(|e| AwsCredentialError::TokenFile {
+            path: path.to_string(),
+            message: e.to_string(),
+        })
+}
+
 /// GET the container endpoint with its authorization token (read from the
 /// file on every fetch: the agent's token is rotated).
 async fn container(
@@ -325,15 +332,7 @@ async fn container(
 ) -> Result<Credentials, AwsCredentialError> {
     let fail = endpoint_error("container credentials");
     let authorization = match (token_file, token) {
-        (Some(path), _) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|e| AwsCredentialError::TokenFile {
-                    path: path.to_string(),
-                    message: e.to_string(),
-                })?
-                .trim()
-                .to_string(),
-        ),
+        (Some(path), _) => Some(read_token(path)?),
         (None, token) => token.map(str::to_string),
     };
     let headers: Vec<(&str, String)> = authorization

@@ -100,6 +100,28 @@ impl Moto {
         serde_json::from_slice(&output.stdout).expect("moto_seed.py prints JSON")
     }
 
+    /// Run Python `statements` against this server with `ec2`, a boto3 EC2
+    /// client, already made (a client nobody in this project wrote); what
+    /// they print.
+    pub fn boto3(&self, statements: &str) -> String {
+        let script = format!(
+            "import boto3, json\n\
+             ec2 = boto3.client('ec2', region_name='us-east-1', endpoint_url='{}', \
+             aws_access_key_id='a', aws_secret_access_key='b')\n{statements}",
+            self.endpoint
+        );
+        let output = Command::new(python())
+            .args(["-c", &script])
+            .output()
+            .expect("running python");
+        assert!(
+            output.status.success(),
+            "boto3: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
     /// The AWS provider's settings for this server: cluster `test`, pod
     /// subnets by tag, no retries (tests see the first answer).
     pub fn settings(&self, extra: serde_json::Value) -> String {

@@ -88,6 +88,17 @@ fn status(code: u16, reason: &str, message: &str) -> Value {
            "message": message, "reason": reason, "code": code})
 }
 
+fn not_found(name: &str) -> Response<Body> {
+    respond(404, &status(404, "NotFound", &format!("{name} not found")))
+}
+
+fn conflict() -> Response<Body> {
+    respond(
+        409,
+        &status(409, "Conflict", "the object has been modified"),
+    )
+}
+
 fn respond(code: u16, body: &Value) -> Response<Body> {
     let bytes = Bytes::from(serde_json::to_vec(body).unwrap_or_default());
     Response::builder()
@@ -300,7 +311,7 @@ impl FakeApiServer {
             (&Method::GET, Some(name)) => {
                 match state.objects.get(&collection).and_then(|m| m.get(&name)) {
                     Some(object) => respond(200, object),
-                    None => respond(404, &status(404, "NotFound", &format!("{name} not found"))),
+                    None => not_found(&name),
                 }
             }
             (&Method::POST, None) => {
@@ -330,13 +341,10 @@ impl FakeApiServer {
                     .and_then(|m| m.get(&name))
                     .cloned()
                 else {
-                    return respond(404, &status(404, "NotFound", &format!("{name} not found")));
+                    return not_found(&name);
                 };
                 if object["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
-                    return respond(
-                        409,
-                        &status(409, "Conflict", "the object has been modified"),
-                    );
+                    return conflict();
                 }
                 let object = store(&mut state, &collection, name, object, "MODIFIED");
                 respond(200, &object)
@@ -344,10 +352,7 @@ impl FakeApiServer {
             (&Method::PATCH, Some(name)) => {
                 if state.conflicts_on_patch > 0 {
                     state.conflicts_on_patch -= 1;
-                    return respond(
-                        409,
-                        &status(409, "Conflict", "the object has been modified"),
-                    );
+                    return conflict();
                 }
                 let Some(mut object) = state
                     .objects
@@ -355,7 +360,7 @@ impl FakeApiServer {
                     .and_then(|m| m.get(&name))
                     .cloned()
                 else {
-                    return respond(404, &status(404, "NotFound", &format!("{name} not found")));
+                    return not_found(&name);
                 };
                 let mut patch = body.unwrap_or(Value::Null);
                 // The status subresource takes only status; the object

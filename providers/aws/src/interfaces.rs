@@ -159,11 +159,7 @@ impl Ec2 {
     /// it give up. If the clean-up fails too, the interface is left with its
     /// ownership tags for the operator's leaked-interface collection.
     async fn discard(&self, id: &str, attachment: Option<&str>, error: Error) -> Error {
-        let cleaned = match attachment {
-            Some(attachment) => self.detach_and_delete(id, attachment).await,
-            None => self.delete_detached(id).await,
-        };
-        if let Err(cleanup) = cleaned {
+        if let Err(cleanup) = self.remove(id, attachment).await {
             log(
                 LogLevel::Error,
                 &format!("could not delete {id} after a failed create ({cleanup:?}); left for collection"),
@@ -181,13 +177,14 @@ impl Ec2 {
                 "{id} is the primary interface of {instance}"
             )));
         }
-        match attachment {
-            Some(attachment) => self.detach_and_delete(id, &attachment).await,
-            None => self.delete_detached(id).await,
-        }
+        self.remove(id, attachment.as_deref()).await
     }
 
-    async fn detach_and_delete(&self, id: &str, attachment: &str) -> Result<(), Error> {
+    /// Detach the interface if it has a live attachment, then delete it.
+    async fn remove(&self, id: &str, attachment: Option<&str>) -> Result<(), Error> {
+        let Some(attachment) = attachment else {
+            return self.delete_detached(id).await;
+        };
         let detached = self
             .client
             .detach_network_interface()

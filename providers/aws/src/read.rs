@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::{Filter, InstanceTypeHypervisor};
+use aws_smithy_async::future::pagination_stream::PaginationStream;
 use ipam_provider_sdk::{
     Error, Instance, Limits, NetworkInterface, SecurityGroup, Subnet, Tag, Vpc,
 };
@@ -28,6 +30,22 @@ fn tag_filters(tags: &BTreeMap<String, String>) -> impl Iterator<Item = Filter> 
         .map(|(key, value)| filter(&format!("tag:{key}"), [value.as_str()]))
 }
 
+/// Hand every page of a paginated call to `take`, stopping at the first
+/// error (as a WIT error naming the operation).
+async fn each_page<P, E>(
+    operation: &str,
+    mut pages: PaginationStream<Result<P, SdkError<E>>>,
+    mut take: impl FnMut(P) -> Result<(), Error>,
+) -> Result<(), Error>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    while let Some(page) = pages.next().await {
+        take(page.map_err(|e| from_sdk(operation, e))?)?;
+    }
+    Ok(())
+}
+
 impl Ec2 {
     fn vpc_filter(&self) -> Option<Filter> {
         self.settings
@@ -37,7 +55,7 @@ impl Ec2 {
     }
 
     pub async fn vpcs(&self) -> Result<Vec<Vpc>, Error> {
-        let mut pages = self
+        let pages = self
             .client
             .describe_vpcs()
             .set_filters(Some(self.vpc_filter().into_iter().collect()))
@@ -45,12 +63,13 @@ impl Ec2 {
             .into_paginator()
             .send();
         let mut vpcs = Vec::new();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| from_sdk("DescribeVpcs", e))?;
+        each_page("DescribeVpcs", pages, |page| {
             for vpc in page.vpcs() {
                 vpcs.push(convert::vpc(vpc)?);
             }
-        }
+            Ok(())
+        })
+        .await?;
         Ok(vpcs)
     }
 
@@ -61,7 +80,7 @@ impl Ec2 {
         if !settings.subnet_ids.is_empty() {
             filters.push(filter("subnet-id", settings.subnet_ids.iter().cloned()));
         }
-        let mut pages = self
+        let pages = self
             .client
             .describe_subnets()
             .set_filters(Some(filters))
@@ -69,19 +88,20 @@ impl Ec2 {
             .into_paginator()
             .send();
         let mut subnets = Vec::new();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| from_sdk("DescribeSubnets", e))?;
+        each_page("DescribeSubnets", pages, |page| {
             for subnet in page.subnets() {
                 subnets.push(convert::subnet(subnet)?);
             }
-        }
+            Ok(())
+        })
+        .await?;
         Ok(subnets)
     }
 
     pub async fn security_groups(&self) -> Result<Vec<SecurityGroup>, Error> {
         let mut filters: Vec<Filter> = self.vpc_filter().into_iter().collect();
         filters.extend(tag_filters(&self.settings.security_group_tags));
-        let mut pages = self
+        let pages = self
             .client
             .describe_security_groups()
             .set_filters(Some(filters))
@@ -89,12 +109,13 @@ impl Ec2 {
             .into_paginator()
             .send();
         let mut groups = Vec::new();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| from_sdk("DescribeSecurityGroups", e))?;
+        each_page("DescribeSecurityGroups", pages, |page| {
             for group in page.security_groups() {
                 groups.push(convert::security_group(group)?);
             }
-        }
+            Ok(())
+        })
+        .await?;
         Ok(groups)
     }
 
@@ -129,22 +150,22 @@ impl Ec2 {
         filters: Vec<Filter>,
         into: &mut Vec<Instance>,
     ) -> Result<(), Error> {
-        let mut pages = self
+        let pages = self
             .client
             .describe_instances()
             .set_filters(Some(filters))
             .max_results(self.settings.page_size)
             .into_paginator()
             .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| from_sdk("DescribeInstances", e))?;
+        each_page("DescribeInstances", pages, |page| {
             for reservation in page.reservations() {
                 for instance in reservation.instances() {
                     into.push(convert::instance(instance)?);
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
     /// Every interface attached to these instances, from
@@ -183,7 +204,7 @@ impl Ec2 {
         &self,
         filters: Vec<Filter>,
     ) -> Result<Vec<(NetworkInterface, Option<String>)>, Error> {
-        let mut pages = self
+        let pages = self
             .client
             .describe_network_interfaces()
             .set_filters(Some(filters))
@@ -191,8 +212,7 @@ impl Ec2 {
             .into_paginator()
             .send();
         let mut interfaces = Vec::new();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| from_sdk("DescribeNetworkInterfaces", e))?;
+        each_page("DescribeNetworkInterfaces", pages, |page| {
             for eni in page.network_interfaces() {
                 if convert::on_first_card(eni) {
                     let attachment = convert::live_attachment(eni)
@@ -201,7 +221,9 @@ impl Ec2 {
                     interfaces.push((convert::interface(eni)?, attachment));
                 }
             }
-        }
+            Ok(())
+        })
+        .await?;
         Ok(interfaces)
     }
 
@@ -263,7 +285,11 @@ impl Ec2 {
                 network.ipv4_addresses_per_interface(),
                 "IPv4 addresses per interface",
             )?,
-            ipv6_per_interface: count(network.ipv6_addresses_per_interface(), "IPv6").unwrap_or(0),
+            // Types without IPv6 leave it out.
+            ipv6_per_interface: network
+                .ipv6_addresses_per_interface()
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(0),
             prefix_delegation: info.hypervisor() == Some(&InstanceTypeHypervisor::Nitro),
         })
     }

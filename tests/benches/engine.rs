@@ -17,32 +17,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
-use ipam_host::cloud::CloudApi;
-use ipam_host::ipam::cache::InstanceCache;
-use ipam_host::ipam::engine::{Engine, EngineConfig};
-use ipam_host::ipam::maintain::{EngineSettings, Maintainer};
-use ipam_host::ipam::node::CiliumNode;
-use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
-use ipam_host::ipam::watermarks;
-use ipam_host::limits::{cost, Kind, LimitedCloud, LimitsConfig};
-use ipam_host::metrics::Metrics;
-use ipam_host::provider::{
-    components_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
+use ipam_ciliumnode::CiliumNode;
+use ipam_cloud::{CloudApi, Operation};
+use ipam_clouds::Cloud as CloudKind;
+use ipam_engine::{
+    Engine, EngineConfig, EngineSettings, InstanceCache, LimitedCloud, Maintainer, MemoryNodeStore,
+    Metrics, NodeStore,
 };
-use ipam_host::simulate::{CloudModel, Latency};
-
-const MUTATING: [&str; 4] = [
-    "create-interface",
-    "delete-interface",
-    "assign-ips",
-    "unassign-ips",
-];
-
-fn component(name: &str) -> Vec<u8> {
-    let path = components_dir().join(format!("{name}.wasm"));
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run `cargo xtask providers`", path.display()))
-}
+use ipam_pool::{watermarks, NodeView};
+use ipam_provider_runtime::{
+    CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
+};
+use ipam_simulate::{CloudModel, Latency};
+use ipam_tests::component;
 
 /// A cloud of `nodes` m5.large-like instances: primaries and their first
 /// interface's addresses in one /16, new interfaces in another.
@@ -67,12 +54,7 @@ fn cloud_settings(nodes: u32) -> String {
 }
 
 fn node(i: u32) -> CiliumNode {
-    let mut node = CiliumNode {
-        name: format!("node-{i:05}"),
-        ..Default::default()
-    };
-    node.spec.instance_id = format!("i-{i:05}");
-    node.spec.ipam.pre_allocate = Some(8);
+    let mut node = ipam_tests::node(&format!("node-{i:05}"), &format!("i-{i:05}"), 8);
     node.spec.ipam.min_allocate = Some(10);
     node.spec
         .eni
@@ -102,10 +84,10 @@ fn satisfied(node: &CiliumNode) -> bool {
 type Cloud = LimitedCloud<CloudModel<Arc<WasmProvider>>>;
 
 fn modelled(provider: Arc<WasmProvider>, metrics: &Arc<Metrics>) -> Arc<Cloud> {
-    let limits = LimitsConfig::aws();
+    let limits = CloudKind::Aws.rate_limits();
     Arc::new(
         LimitedCloud::new(
-            CloudModel::new(provider, Latency::ec2_like(), &limits),
+            CloudModel::new(provider, Latency::ec2_like(), limits.clone()),
             limits,
         )
         .with_metrics(metrics.clone()),
@@ -132,8 +114,9 @@ fn start(
 }
 
 fn mutating_calls(metrics: &Metrics) -> u64 {
-    MUTATING
-        .iter()
+    Operation::ALL
+        .into_iter()
+        .filter(|op| op.is_mutating())
         .map(|op| metrics.api_calls_with(op, "ok"))
         .sum()
 }
@@ -198,30 +181,38 @@ fn s1(runtime: &ProviderRuntime) {
 
         // The budget: each node needs one assign (9 addresses on its
         // first interface) and one create-interface for the tenth.
-        let limits = LimitsConfig::aws();
-        let per_node = |kind: Kind| -> f64 {
-            ["assign-ips", "create-interface"]
-                .iter()
-                .flat_map(|op| cost(op).iter())
-                .filter(|(k, _)| *k == kind)
+        let limits = CloudKind::Aws.rate_limits();
+        let per_node = |bucket: usize| -> f64 {
+            [Operation::AssignIps, Operation::CreateInterface]
+                .into_iter()
+                .flat_map(|op| limits.cost(op).iter())
+                .filter(|(b, _)| *b == bucket)
                 .map(|(_, t)| t)
                 .sum()
         };
-        let bound = |kind: Kind, bucket: ipam_host::limits::BucketConfig| {
-            ((per_node(kind) * f64::from(NODES) - bucket.burst) / bucket.per_second).max(0.0)
+        // Each bucket's bound: its tokens for every node, less the burst, at
+        // its rate; the tightest bucket decides.
+        let bound = |bucket: usize| {
+            let (_, config) = &limits.buckets()[bucket];
+            ((per_node(bucket) * f64::from(NODES) - config.burst) / config.per_second).max(0.0)
         };
-        let lower = bound(Kind::Mutate, limits.mutate).max(bound(Kind::Attach, limits.attach));
+        let lower = (0..limits.buckets().len()).map(bound).fold(0.0, f64::max);
+        let mutate = limits
+            .buckets()
+            .iter()
+            .position(|(name, _)| name == "mutate")
+            .expect("EC2's model has a mutate bucket");
         let counts = cloud.inner().counts();
         println!("S1: {NODES} nodes join at once (3 interfaces x 10 IPv4, pre-allocate 8, min-allocate 10)");
         println!("    virtual time to all satisfied   {:.0} s", took.as_secs_f64());
-        println!("    lower bound (mutating budget)   {lower:.0} s  (EC2 buckets: mutate 100 + 5/s, attach 50 + 5/s; {} mutate tokens/node)", per_node(Kind::Mutate));
+        println!("    lower bound (mutating budget)   {lower:.0} s  (EC2 buckets: mutate 100 + 5/s, attach 50 + 5/s; {} mutate tokens/node)", per_node(mutate));
         println!("    ratio                           {:.3}  (target <= 1.10)", took.as_secs_f64() / lower);
         println!("    mutating calls per node         {:.2}  (assign {}, create {}, unassign {}, delete {})",
             mutating_calls(&metrics) as f64 / f64::from(NODES),
-            metrics.api_calls_with("assign-ips", "ok"),
-            metrics.api_calls_with("create-interface", "ok"),
-            metrics.api_calls_with("unassign-ips", "ok"),
-            metrics.api_calls_with("delete-interface", "ok"));
+            metrics.api_calls_with(Operation::AssignIps, "ok"),
+            metrics.api_calls_with(Operation::CreateInterface, "ok"),
+            metrics.api_calls_with(Operation::UnassignIps, "ok"),
+            metrics.api_calls_with(Operation::DeleteInterface, "ok"));
         println!("    throttled by the cloud          {}", counts.throttled.values().sum::<u64>());
         println!("    wall time                       {:.1} s", wall.elapsed().as_secs_f64());
     });

@@ -8,17 +8,12 @@
 
 use std::time::{Duration, Instant};
 
-use ipam_host::cloud::{CloudApi, CreateInterfaceRequest, IpRequest};
-use ipam_host::provider::{components_dir, ProviderConfig, ProviderRuntime, RuntimeConfig};
+use ipam_cloud::{CloudApi, CreateInterfaceRequest, IpRequest};
+use ipam_provider_runtime::{ProviderConfig, ProviderRuntime, RuntimeConfig};
+use ipam_tests::component;
 
 const INTERFACES: u32 = 15;
 const ADDRESSES: u32 = 50;
-
-fn component(name: &str) -> Vec<u8> {
-    let path = components_dir().join(format!("{name}.wasm"));
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run `cargo xtask providers`", path.display()))
-}
 
 fn config(settings: serde_json::Value) -> ProviderConfig {
     ProviderConfig::new(settings.to_string())

@@ -1,18 +1,19 @@
 //! Allocation end to end: the engine's allocation steps, the real mock
 //! component, the in-memory node store.
 
-mod common;
+use ipam_tests as common;
 
 use std::sync::Arc;
 
 use common::{engine_settings, maintainer, mock, MOCK_SETTINGS};
-use ipam_host::cloud::CloudApi;
-use ipam_host::ipam::allocate::{Step, NODE_TAG};
-use ipam_host::ipam::cache::InstanceCache;
-use ipam_host::ipam::maintain::Maintainer;
-use ipam_host::ipam::node::{AllocationIp, CiliumNode};
-use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
-use ipam_host::provider::WasmProvider;
+use ipam_ciliumnode::{AllocationIp, CiliumNode};
+use ipam_cloud::CloudApi;
+use ipam_engine::InstanceCache;
+use ipam_engine::Maintainer;
+use ipam_engine::Step;
+use ipam_engine::{MemoryNodeStore, NodeStore};
+use ipam_pool::tags::NODE_TAG;
+use ipam_provider_runtime::WasmProvider;
 
 struct World {
     cloud: Arc<WasmProvider>,
@@ -41,12 +42,7 @@ async fn world(settings_yaml: &str, prefix_delegation: bool) -> World {
 }
 
 fn node(name: &str, instance: &str, pre: u32, first_interface_index: u32) -> CiliumNode {
-    let mut node = CiliumNode {
-        name: name.into(),
-        ..Default::default()
-    };
-    node.spec.instance_id = instance.into();
-    node.spec.ipam.pre_allocate = Some(pre);
+    let mut node = common::node(name, instance, pre);
     node.spec.eni.first_interface_index = Some(first_interface_index);
     node
 }
@@ -249,8 +245,10 @@ async fn a_restart_over_satisfied_nodes_changes_nothing_in_the_cloud() {
 
 #[tokio::test]
 async fn faults_still_converge_without_leaks_or_duplicates() {
-    use ipam_host::cloud::Tag;
-    use ipam_host::limits::{LimitedCloud, LimitsConfig, RetryPolicy};
+    use ipam_cloud::rate::RetryPolicy;
+    use ipam_cloud::Tag;
+    use ipam_clouds::Cloud;
+    use ipam_engine::LimitedCloud;
 
     let settings = format!(
         "{MOCK_SETTINGS}\nfaults:\n\
@@ -258,12 +256,11 @@ async fn faults_still_converge_without_leaks_or_duplicates() {
          \x20 - {{operation: get-instances, error: transient, after: 1, times: 1}}\n\
          \x20 - {{operation: attach-interface, error: transient, times: 1}}\n"
     );
-    let mut limits = LimitsConfig::aws();
-    limits.retry = RetryPolicy {
+    let limits = Cloud::Aws.rate_limits().with_retry(RetryPolicy {
         max_attempts: 4,
         base: std::time::Duration::from_millis(1),
         cap: std::time::Duration::from_millis(20),
-    };
+    });
     let cloud = Arc::new(LimitedCloud::new(mock(&settings).await, limits));
     let cache = Arc::new(InstanceCache::new());
     cache.resync_all(cloud.as_ref()).await.unwrap();

@@ -4,7 +4,7 @@
 //! signs the AWS component's EC2 requests), and temporary ones are refreshed
 //! before they expire.
 
-mod common;
+use ipam_tests as common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,11 +14,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 use http_body_util::Full;
-use ipam_host::cloud::CloudApi;
-use ipam_host::provider::aws_credentials::{
+use ipam_cloud::credentials::CredentialSource;
+use ipam_cloud::CloudApi;
+use ipam_clouds::aws::credentials::{
     AwsCredentialConfig, RefreshingCredentials, ACCESS_KEY_ID, SESSION_TOKEN,
 };
-use ipam_host::provider::credentials::CredentialSource;
 
 type Handler =
     dyn Fn(&Method, &str, &http::HeaderMap, &str, usize) -> (StatusCode, String) + Send + Sync;

@@ -3,14 +3,14 @@
 //! WIT variant, and create-interface's multi-call paths (an index taken, an
 //! attach or modify failing) end as the WIT contract says.
 
-mod common;
+use ipam_tests as common;
 
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::Full;
-use ipam_host::cloud::{CloudApi, CreateInterfaceRequest, IpRequest};
+use ipam_cloud::{CloudApi, CreateInterfaceRequest, IpRequest};
 
 const XMLNS: &str = "http://ec2.amazonaws.com/doc/2016-11-15/";
 
@@ -149,7 +149,7 @@ fn create_request(index: u32) -> CreateInterfaceRequest {
     }
 }
 
-async fn provider(endpoint: &str) -> ipam_host::provider::WasmProvider {
+async fn provider(endpoint: &str) -> ipam_provider_runtime::WasmProvider {
     let settings = serde_json::json!({
         "region": "us-east-1",
         "endpoint": endpoint,
@@ -432,7 +432,7 @@ async fn the_aws_overlay_settings_configure_the_component() {
     let settings = common::json(yaml);
     common::aws(settings.clone(), "https://ec2.us-east-1.amazonaws.com").await;
     assert_eq!(
-        ipam_host::provider::aws_egress::default_egress(&settings).unwrap(),
+        ipam_clouds::aws::egress::default_egress(&settings).unwrap(),
         ["https://ec2.us-east-1.amazonaws.com"]
     );
 }

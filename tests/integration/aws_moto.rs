@@ -4,13 +4,13 @@
 //! the engine converging nodes. Where moto models EC2 differently, the test
 //! says so and checks what moto does model.
 
-mod common;
+use ipam_tests as common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::moto::{Moto, Seeded};
-use ipam_host::cloud::{CloudApi, CloudError, CreateInterfaceRequest, IpRequest, Tag};
+use ipam_cloud::{CloudApi, CloudError, CreateInterfaceRequest, IpRequest, Tag};
 
 /// The WIT error case (or what the host did) of a failed call.
 fn code<T: std::fmt::Debug>(result: &Result<T, CloudError>) -> &'static str {
@@ -302,7 +302,7 @@ async fn the_conformance_suite_passes_against_moto_where_moto_models_ec2() {
     moto.seed();
     // Every subnet: the suite creates its interface in the node's own subnet.
     let aws = common::aws(moto.settings(serde_json::json!({})), &moto.endpoint).await;
-    let report = ipam_host::conformance::run(&aws, &mut |_| {}).await;
+    let report = ipam_cloud::conformance::run(&aws, &mut |_| {}).await;
     for check in &report.checks {
         println!("{check}");
     }
@@ -348,27 +348,22 @@ async fn an_endpoint_off_the_allow_list_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_converges_nodes_through_the_aws_provider() {
-    use ipam_host::ipam::cache::InstanceCache;
-    use ipam_host::ipam::engine::{Engine, EngineConfig};
-    use ipam_host::ipam::node::CiliumNode;
-    use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
-    use ipam_host::limits::{LimitedCloud, LimitsConfig};
-    use ipam_host::metrics::Metrics;
+    use ipam_clouds::Cloud;
+    use ipam_engine::InstanceCache;
+    use ipam_engine::LimitedCloud;
+    use ipam_engine::Metrics;
+    use ipam_engine::{Engine, EngineConfig};
+    use ipam_engine::{MemoryNodeStore, NodeStore};
 
     let moto = Moto::start();
     let seeded = moto.seed();
     let aws = common::aws(pod_settings(&moto), &moto.endpoint).await;
     let metrics = Arc::new(Metrics::new());
     let cloud: Arc<dyn CloudApi> =
-        Arc::new(LimitedCloud::new(aws, LimitsConfig::aws()).with_metrics(metrics.clone()));
+        Arc::new(LimitedCloud::new(aws, Cloud::Aws.rate_limits()).with_metrics(metrics.clone()));
     let store = Arc::new(MemoryNodeStore::new());
     for (n, instance) in seeded.instances.iter().enumerate() {
-        let mut node = CiliumNode {
-            name: format!("node-{n}"),
-            ..Default::default()
-        };
-        node.spec.instance_id = instance.clone();
-        node.spec.ipam.pre_allocate = Some(12);
+        let mut node = common::node(&format!("node-{n}"), instance, 12);
         node.spec.eni.first_interface_index = Some(1);
         store.upsert(node).unwrap();
     }
@@ -428,5 +423,5 @@ async fn the_engine_converges_nodes_through_the_aws_provider() {
             node.name
         );
     }
-    assert!(metrics.api_calls("create-interface") >= 3);
+    assert!(metrics.api_calls(ipam_cloud::Operation::CreateInterface) >= 3);
 }

@@ -1,39 +1,24 @@
 //! The engine loop end to end, on tokio's paused clock: the real mock
 //! component, the in-memory node store, simulated agents.
 
-mod common;
+use ipam_tests as common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::{engine_settings, mock, runtime, MOCK_SETTINGS};
-use ipam_host::cloud::CloudApi;
-use ipam_host::ipam::cache::InstanceCache;
-use ipam_host::ipam::engine::{Engine, EngineConfig, RunningEngine};
-use ipam_host::ipam::maintain::{EngineSettings, Maintainer};
-use ipam_host::ipam::node::CiliumNode;
-use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
-use ipam_host::limits::{LimitedCloud, LimitsConfig};
-use ipam_host::metrics::Metrics;
-use ipam_host::provider::WasmProvider;
-use ipam_host::simulate::{self, agents, Scenario, DEFAULT_SCENARIO};
-
-const MUTATING: [&str; 4] = [
-    "create-interface",
-    "delete-interface",
-    "assign-ips",
-    "unassign-ips",
-];
-
-fn node(name: &str, instance: &str, pre: u32) -> CiliumNode {
-    let mut node = CiliumNode {
-        name: name.into(),
-        ..Default::default()
-    };
-    node.spec.instance_id = instance.into();
-    node.spec.ipam.pre_allocate = Some(pre);
-    node
-}
+use ipam_ciliumnode::CiliumNode;
+use ipam_cloud::CloudApi;
+use ipam_cloud::Operation;
+use ipam_clouds::Cloud;
+use ipam_engine::InstanceCache;
+use ipam_engine::LimitedCloud;
+use ipam_engine::Metrics;
+use ipam_engine::{Engine, EngineConfig, RunningEngine};
+use ipam_engine::{EngineSettings, Maintainer};
+use ipam_engine::{MemoryNodeStore, NodeStore};
+use ipam_provider_runtime::WasmProvider;
+use ipam_simulate::{agents, Scenario, DEFAULT_SCENARIO};
 
 /// An engine running in the background over `cloud` and `store`, with its
 /// own cache and metrics.
@@ -85,12 +70,16 @@ impl Running {
     }
 
     fn mutating_calls(&self) -> u64 {
-        MUTATING.iter().map(|op| self.metrics.api_calls(op)).sum()
+        Operation::ALL
+            .into_iter()
+            .filter(|op| op.is_mutating())
+            .map(|op| self.metrics.api_calls(op))
+            .sum()
     }
 }
 
 fn limited(cloud: WasmProvider, metrics: &Arc<Metrics>) -> Arc<dyn CloudApi> {
-    Arc::new(LimitedCloud::new(cloud, LimitsConfig::aws()).with_metrics(metrics.clone()))
+    Arc::new(LimitedCloud::new(cloud, Cloud::Aws.rate_limits()).with_metrics(metrics.clone()))
 }
 
 /// Let the agents act every 5 simulated seconds until `done` holds for every
@@ -125,8 +114,8 @@ async fn agents_until(
 #[tokio::test(start_paused = true)]
 async fn nodes_converge_publish_their_interfaces_and_show_in_metrics() {
     let store = Arc::new(MemoryNodeStore::new());
-    store.upsert(node("n1", "i-0001", 8)).unwrap();
-    store.upsert(node("n2", "i-0002", 12)).unwrap();
+    store.upsert(common::node("n1", "i-0001", 8)).unwrap();
+    store.upsert(common::node("n2", "i-0002", 12)).unwrap();
     let metrics = Arc::new(Metrics::new());
     let first = start(
         limited(mock(MOCK_SETTINGS).await, &metrics),
@@ -166,12 +155,12 @@ async fn nodes_converge_publish_their_interfaces_and_show_in_metrics() {
 async fn a_restart_over_satisfied_nodes_makes_zero_mutating_calls() {
     let cloud: Arc<WasmProvider> = Arc::new(mock(MOCK_SETTINGS).await);
     let store = Arc::new(MemoryNodeStore::new());
-    store.upsert(node("n1", "i-0001", 8)).unwrap();
-    store.upsert(node("n3", "i-0003", 4)).unwrap();
+    store.upsert(common::node("n1", "i-0001", 8)).unwrap();
+    store.upsert(common::node("n3", "i-0003", 4)).unwrap();
     let first_metrics = Arc::new(Metrics::new());
     let first = start(
         Arc::new(
-            LimitedCloud::new(cloud.clone(), LimitsConfig::aws())
+            LimitedCloud::new(cloud.clone(), Cloud::Aws.rate_limits())
                 .with_metrics(first_metrics.clone()),
         ),
         store.clone(),
@@ -186,7 +175,7 @@ async fn a_restart_over_satisfied_nodes_makes_zero_mutating_calls() {
     let second_metrics = Arc::new(Metrics::new());
     let second = start(
         Arc::new(
-            LimitedCloud::new(cloud.clone(), LimitsConfig::aws())
+            LimitedCloud::new(cloud.clone(), Cloud::Aws.rate_limits())
                 .with_metrics(second_metrics.clone()),
         ),
         store.clone(),
@@ -199,7 +188,7 @@ async fn a_restart_over_satisfied_nodes_makes_zero_mutating_calls() {
     tokio::time::sleep(Duration::from_secs(180)).await;
     assert_eq!(second.mutating_calls(), 0, "{}", second.metrics.encode());
     assert!(
-        second.metrics.api_calls("get-instances") >= 3,
+        second.metrics.api_calls(Operation::GetInstances) >= 3,
         "resyncs ran"
     );
     second.stop().await;
@@ -210,7 +199,7 @@ async fn excess_goes_through_the_handshake_and_unneeded_interfaces_are_freed() {
     // t3.small: 3 addresses per interface for pods, interfaces 1 and 2.
     let cloud = Arc::new(mock(MOCK_SETTINGS).await);
     let store = Arc::new(MemoryNodeStore::new());
-    let mut n3 = node("n3", "i-0003", 2);
+    let mut n3 = common::node("n3", "i-0003", 2);
     n3.spec.eni.first_interface_index = Some(1);
     store.upsert(n3).unwrap();
     let mut settings = engine_settings(false);
@@ -244,7 +233,7 @@ async fn excess_goes_through_the_handshake_and_unneeded_interfaces_are_freed() {
 async fn pending_pods_are_allocated_in_one_surge() {
     let cloud = Arc::new(mock(MOCK_SETTINGS).await);
     let store = Arc::new(MemoryNodeStore::new());
-    store.upsert(node("n1", "i-0001", 8)).unwrap();
+    store.upsert(common::node("n1", "i-0001", 8)).unwrap();
     store.set_pending_pods("n1", 15).unwrap();
     let metrics = Arc::new(Metrics::new());
     let maintainer = Maintainer::new(
@@ -273,9 +262,12 @@ fn the_default_simulation_runs_allocation_release_and_gc_and_ends_healthy() {
         .unwrap();
     let mut lines = 0;
     let summary = tokio
-        .block_on(simulate::run(runtime(), &module, &scenario, &mut |_| {
-            lines += 1
-        }))
+        .block_on(ipam_simulate::run(
+            runtime(),
+            &module,
+            &scenario,
+            &mut |_| lines += 1,
+        ))
         .unwrap();
     assert!(summary.healthy(), "{summary}");
     assert!(lines > 5, "progress was shown");
@@ -286,7 +278,10 @@ fn the_default_simulation_runs_allocation_release_and_gc_and_ends_healthy() {
     );
     assert_eq!(summary.leaked_left, 0);
     assert!(
-        summary.calls.get("unassign-ips").is_some_and(|c| c.0 > 0),
+        summary
+            .calls
+            .get(&Operation::UnassignIps)
+            .is_some_and(|c| c.0 > 0),
         "{summary}"
     );
 }

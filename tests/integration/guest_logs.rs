@@ -1,12 +1,12 @@
 //! The guest's `log` import lands in the host's tracing output, tagged with
 //! the provider's name.
 
-mod common;
+use ipam_tests as common;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use ipam_host::cloud::CloudApi;
+use ipam_cloud::CloudApi;
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);

@@ -1,13 +1,13 @@
 //! The instance cache through the real mock component: after the engine's
 //! own mutations, the cache equals what the cloud lists, without a resync.
 
-mod common;
+use ipam_tests as common;
 
 use common::{mock, MOCK_SETTINGS};
-use ipam_host::cloud::{CloudApi, CreateInterfaceRequest, IpRequest, Tag};
-use ipam_host::ipam::cache::InstanceCache;
+use ipam_cloud::{CloudApi, CreateInterfaceRequest, IpRequest, Tag};
+use ipam_engine::InstanceCache;
 
-async fn fresh_listing(cloud: &dyn CloudApi) -> ipam_host::ipam::cache::CloudSnapshot {
+async fn fresh_listing(cloud: &dyn CloudApi) -> ipam_engine::CloudSnapshot {
     let cache = InstanceCache::new();
     cache.resync_all(cloud).await.unwrap();
     cache.snapshot()
@@ -48,7 +48,7 @@ async fn mutation_results_keep_the_cache_equal_to_the_cloud() {
     cache.assigned("i-0001", &eni.id, &prefix);
     // A provider answering with every address the interface has, the primary
     // included (as moto does), adds nothing twice.
-    let everything = ipam_host::cloud::Assigned {
+    let everything = ipam_cloud::Assigned {
         addresses: [vec![eni.primary_ip.clone()], assigned.addresses.clone()].concat(),
         prefixes: prefix.prefixes.clone(),
     };
@@ -145,8 +145,8 @@ async fn instance_limits_are_fetched_once_then_served_from_the_cache() {
 
 #[tokio::test(start_paused = true)]
 async fn a_mutation_during_a_full_resync_is_not_overwritten_by_the_older_listing() {
-    use ipam_host::limits::LimitsConfig;
-    use ipam_host::simulate::{CloudModel, Latency};
+    use ipam_clouds::Cloud;
+    use ipam_simulate::{CloudModel, Latency};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -159,7 +159,7 @@ async fn a_mutation_during_a_full_resync_is_not_overwritten_by_the_older_listing
     let cloud = Arc::new(CloudModel::new(
         mock(MOCK_SETTINGS).await,
         latency,
-        &LimitsConfig::aws(),
+        Cloud::Aws.rate_limits(),
     ));
     let cache = Arc::new(InstanceCache::new());
     cache.resync_all(cloud.as_ref()).await.unwrap();

@@ -2,8 +2,8 @@
 //! service: the CiliumNode store, merge patches, the release handshake
 //! through status, leader election and handover.
 
-mod common;
-mod fake_apiserver;
+use ipam_tests as common;
+use ipam_tests::fake_apiserver;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,13 +11,15 @@ use std::time::Duration;
 use common::{engine_settings, mock, MOCK_SETTINGS};
 use fake_apiserver::{FakeApiServer, CILIUMNODES};
 use http::Method;
-use ipam_host::ipam::engine::EngineConfig;
-use ipam_host::ipam::maintain::Maintainer;
-use ipam_host::ipam::store::{NodeStore, NodeUpdate};
-use ipam_host::k8s::lease::{LeaderElection, LeaseConfig};
-use ipam_host::k8s::operator::Operator;
-use ipam_host::k8s::store::KubeNodeStore;
-use ipam_host::metrics::Metrics;
+use ipam_ciliumnode::NodeUpdate;
+use ipam_ciliumnode::ReleaseState;
+use ipam_engine::EngineConfig;
+use ipam_engine::Maintainer;
+use ipam_engine::Metrics;
+use ipam_engine::NodeStore;
+use ipam_k8s::lease::{LeaderElection, LeaseConfig};
+use ipam_k8s::operator::Operator;
+use ipam_k8s::store::KubeNodeStore;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -112,10 +114,10 @@ async fn a_new_ciliumnode_gets_its_pool_and_interfaces_and_unknown_fields_surviv
 /// A maintainer over the mock cloud and `store`, its cache filled.
 async fn maintainer(
     store: Arc<KubeNodeStore>,
-    settings: ipam_host::ipam::maintain::EngineSettings,
+    settings: ipam_engine::EngineSettings,
 ) -> Maintainer {
     let cloud = Arc::new(mock(MOCK_SETTINGS).await);
-    let cache = Arc::new(ipam_host::ipam::cache::InstanceCache::new());
+    let cache = Arc::new(ipam_engine::InstanceCache::new());
     cache.resync_all(cloud.as_ref()).await.unwrap();
     Maintainer::new(cloud, cache, store, settings, Arc::new(Metrics::new()))
 }
@@ -136,7 +138,7 @@ async fn a_conflict_is_retried_and_the_agents_concurrent_change_survives() {
     let update = NodeUpdate {
         release_ips: [(
             "10.0.0.10".to_string(),
-            Some("marked-for-release".to_string()),
+            Some(ReleaseState::MarkedForRelease),
         )]
         .into(),
         operator_error: Some("subnet full".into()),
@@ -148,7 +150,7 @@ async fn a_conflict_is_retried_and_the_agents_concurrent_change_survives() {
         .expect("retried past the conflicts");
     assert_eq!(
         node.status.ipam.release_ips["10.0.0.10"],
-        "marked-for-release"
+        ReleaseState::MarkedForRelease
     );
     let n1 = server.get(CILIUMNODES, "n1").unwrap();
     assert_eq!(
@@ -168,7 +170,7 @@ async fn a_conflict_is_retried_and_the_agents_concurrent_change_survives() {
     // An unknown node is NotFound, not a retry loop.
     assert!(matches!(
         store.update("nope", &update).await,
-        Err(ipam_host::ipam::store::StoreError::NotFound(_))
+        Err(ipam_engine::StoreError::NotFound(_))
     ));
 }
 
@@ -189,7 +191,7 @@ async fn the_release_handshake_round_trips_through_status_release_ips() {
         "n1",
         &json!({"spec": {"ipam": {"pre-allocate": 2}}}),
     );
-    let seen = |store: &Arc<KubeNodeStore>, f: fn(&ipam_host::ipam::node::CiliumNode) -> bool| {
+    let seen = |store: &Arc<KubeNodeStore>, f: fn(&ipam_ciliumnode::CiliumNode) -> bool| {
         futures::executor::block_on(store.get("n1"))
             .ok()
             .flatten()
@@ -231,7 +233,7 @@ async fn the_release_handshake_round_trips_through_status_release_ips() {
                 .ipam
                 .release_ips
                 .values()
-                .all(|s| s == "ready-for-release")
+                .all(|s| *s == ReleaseState::ReadyForRelease)
         })
     })
     .await;
@@ -273,7 +275,7 @@ async fn a_relist_after_410_gone_catches_a_deletion_missed_meanwhile() {
     server.lose_watches_and_delete(CILIUMNODES, "n2");
     let deleted = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
-            if let Ok(ipam_host::ipam::store::NodeEvent::Deleted(name)) = events.recv().await {
+            if let Ok(ipam_engine::NodeEvent::Deleted(name)) = events.recv().await {
                 return name;
             }
         }
@@ -418,7 +420,7 @@ async fn the_crd_is_registered_only_when_absent() {
     let (client, server) = FakeApiServer::start();
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     assert!(
-        ipam_host::k8s::crd::ensure(client.clone()).await.unwrap(),
+        ipam_k8s::crd::ensure(client.clone()).await.unwrap(),
         "created"
     );
     let crd = server
@@ -428,7 +430,7 @@ async fn the_crd_is_registered_only_when_absent() {
     assert_eq!(crd["spec"]["scope"], "Cluster");
     assert_eq!(crd["spec"]["versions"][0]["name"], "v2");
     assert!(
-        !ipam_host::k8s::crd::ensure(client).await.unwrap(),
+        !ipam_k8s::crd::ensure(client).await.unwrap(),
         "left alone when present"
     );
     let creates = server.writes().iter().filter(|w| w.path == crds).count();

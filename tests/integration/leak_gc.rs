@@ -2,18 +2,18 @@
 //! leaked its interface is cleaned up on the second sighting; another
 //! cluster's interfaces and young ones are left alone.
 
-mod common;
+use ipam_tests as common;
 
 use std::sync::Arc;
 
 use common::{engine_settings, maintainer, mock, MOCK_SETTINGS};
-use ipam_host::clock::unix_now;
-use ipam_host::cloud::{CloudApi, CreateInterfaceRequest, Tag};
-use ipam_host::ipam::allocate::{Step, CLUSTER_TAG};
-use ipam_host::ipam::cache::InstanceCache;
-use ipam_host::ipam::gc::LeakCollector;
-use ipam_host::ipam::node::CiliumNode;
-use ipam_host::ipam::store::MemoryNodeStore;
+use ipam_cloud::{CloudApi, CreateInterfaceRequest, Tag};
+use ipam_engine::clock::unix_now;
+use ipam_engine::InstanceCache;
+use ipam_engine::LeakCollector;
+use ipam_engine::MemoryNodeStore;
+use ipam_engine::Step;
+use ipam_pool::tags::CLUSTER_TAG;
 
 fn cluster(name: &str) -> Vec<Tag> {
     vec![Tag {
@@ -43,12 +43,7 @@ async fn leaked_interfaces_are_deleted_on_the_second_round_only_if_ours_and_old(
     let cache = Arc::new(InstanceCache::new());
     cache.resync_all(cloud.as_ref()).await.unwrap();
     let store = Arc::new(MemoryNodeStore::new());
-    let mut node = CiliumNode {
-        name: "n3".into(),
-        ..Default::default()
-    };
-    node.spec.instance_id = "i-0003".into();
-    node.spec.ipam.pre_allocate = Some(3);
+    let mut node = common::node("n3", "i-0003", 3);
     node.spec.eni.first_interface_index = Some(1);
     store.upsert(node).unwrap();
     let engine = maintainer(cloud.clone(), cache, store, engine_settings(false));

@@ -1,17 +1,17 @@
 //! Each deliberately bad guest gives its own typed error, and the same host
 //! then serves a good call on the same provider.
 
-mod common;
+use ipam_tests as common;
 
 use std::sync::Arc;
 
 use common::{component, config, runtime};
-use ipam_host::cloud::{CloudApi, CloudError, ProviderError};
-use ipam_host::provider::credentials::{Credentials, StaticCredentials};
-use ipam_host::provider::egress::EgressError;
-use ipam_host::provider::module::ModuleError;
-use ipam_host::provider::resolve::StaticResolver;
-use ipam_host::provider::{LoadError, ProviderConfig, WasmProvider};
+use ipam_cloud::credentials::{Credentials, StaticCredentials};
+use ipam_cloud::{CloudApi, CloudError, ProviderError};
+use ipam_provider_module::ModuleError;
+use ipam_provider_runtime::egress::EgressError;
+use ipam_provider_runtime::resolve::StaticResolver;
+use ipam_provider_runtime::{LoadError, ProviderConfig, WasmProvider};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn misbehave(

@@ -2,11 +2,11 @@
 //! suite, enforces what a real cloud enforces, is deterministic, and fails
 //! chosen operations on request.
 
-mod common;
+use ipam_tests as common;
 
 use common::{mock, MOCK_SETTINGS};
-use ipam_host::cloud::{CloudApi, CreateInterfaceRequest, IpRequest, ProviderError, Tag};
-use ipam_host::conformance;
+use ipam_cloud::conformance;
+use ipam_cloud::{CloudApi, CreateInterfaceRequest, IpRequest, ProviderError, Tag};
 
 fn request(
     instance: &str,
@@ -31,9 +31,7 @@ fn request(
     }
 }
 
-fn provider_error<T: std::fmt::Debug>(
-    result: Result<T, ipam_host::cloud::CloudError>,
-) -> ProviderError {
+fn provider_error<T: std::fmt::Debug>(result: Result<T, ipam_cloud::CloudError>) -> ProviderError {
     result
         .expect_err("expected an error")
         .provider_error()

@@ -1,10 +1,10 @@
 //! Compiled components come from the disk cache on the second load: proven by
 //! the runtime's compile counter, not by timing.
 
-mod common;
+use ipam_tests as common;
 
 use common::component;
-use ipam_host::provider::{ModuleOrigin, ProviderRuntime, RuntimeConfig};
+use ipam_provider_runtime::{ModuleOrigin, ProviderRuntime, RuntimeConfig};
 
 fn runtime_with_cache(dir: &std::path::Path) -> ProviderRuntime {
     ProviderRuntime::new(RuntimeConfig {

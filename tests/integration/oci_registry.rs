@@ -3,7 +3,7 @@
 //! component. What runs is what the digest pinned; a tampered layer is
 //! refused; a second pull comes from the cache.
 
-mod common;
+use ipam_tests as common;
 
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -11,8 +11,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::Full;
-use ipam_host::provider::module::sha256_hex;
-use ipam_host::provider::oci::{pull, OciError, OciReference};
+use ipam_provider_module::sha256_hex;
+use ipam_provider_runtime::oci::{pull, OciError, OciReference};
 
 fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", sha256_hex(bytes))
@@ -120,7 +120,7 @@ async fn a_pinned_module_is_pulled_verified_and_cached() {
         )
         .await
         .expect("loads");
-    assert_eq!(ipam_host::cloud::CloudApi::info(&provider).name, "mock");
+    assert_eq!(ipam_cloud::CloudApi::info(&provider).name, "mock");
     // The second pull is the cache's.
     assert_eq!(pull(&reference, cache.path()).await.unwrap(), module);
     assert_eq!(registry.requests.load(Ordering::SeqCst), asked);

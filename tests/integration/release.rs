@@ -2,26 +2,25 @@
 //! delay, only those the agent declares ready are unassigned, and marks are
 //! cancelled when demand comes back.
 
-mod common;
+use ipam_tests as common;
 
 use std::time::Duration;
 
 use std::sync::Arc;
 
 use common::{engine_settings, maintainer, mock, MOCK_SETTINGS};
-use ipam_host::cloud::CloudApi;
-use ipam_host::ipam::cache::InstanceCache;
-use ipam_host::ipam::maintain::Maintainer;
-use ipam_host::ipam::node::CiliumNode;
-use ipam_host::ipam::release::{DO_NOT_RELEASE, MARKED_FOR_RELEASE, READY_FOR_RELEASE, RELEASED};
-use ipam_host::ipam::store::{MemoryNodeStore, NodeStore};
+use ipam_ciliumnode::ReleaseState;
+use ipam_cloud::CloudApi;
+use ipam_engine::InstanceCache;
+use ipam_engine::Maintainer;
+use ipam_engine::{MemoryNodeStore, NodeStore};
 use tokio::time::Instant;
 
 const DELAY: Duration = Duration::from_secs(30);
 
 /// A node on i-0001 with 8 addresses allocated, then told it needs only 2.
 async fn over_allocated() -> (
-    Arc<ipam_host::provider::WasmProvider>,
+    Arc<ipam_provider_runtime::WasmProvider>,
     Maintainer,
     Arc<MemoryNodeStore>,
 ) {
@@ -29,13 +28,7 @@ async fn over_allocated() -> (
     let cache = Arc::new(InstanceCache::new());
     cache.resync_all(cloud.as_ref()).await.unwrap();
     let store = Arc::new(MemoryNodeStore::new());
-    let mut node = CiliumNode {
-        name: "n1".into(),
-        ..Default::default()
-    };
-    node.spec.instance_id = "i-0001".into();
-    node.spec.ipam.pre_allocate = Some(8);
-    store.upsert(node).unwrap();
+    store.upsert(common::node("n1", "i-0001", 8)).unwrap();
     let mut settings = engine_settings(false);
     settings.release_delay = DELAY;
     let engine = maintainer(cloud.clone(), cache, store.clone(), settings);
@@ -75,7 +68,12 @@ async fn only_addresses_the_agent_declared_ready_are_released() {
         .status
         .ipam
         .release_ips;
-    assert!(marked.values().all(|s| s == MARKED_FOR_RELEASE) && marked.len() == 6);
+    assert!(
+        marked
+            .values()
+            .all(|s| *s == ReleaseState::MarkedForRelease)
+            && marked.len() == 6
+    );
 
     // The agent frees four and refuses two.
     let ips: Vec<String> = marked.keys().cloned().collect();
@@ -86,13 +84,13 @@ async fn only_addresses_the_agent_declared_ready_are_released() {
                 n.status
                     .ipam
                     .release_ips
-                    .insert(ip.clone(), READY_FOR_RELEASE.into());
+                    .insert(ip.clone(), ReleaseState::ReadyForRelease);
             }
             for ip in refused {
                 n.status
                     .ipam
                     .release_ips
-                    .insert(ip.clone(), DO_NOT_RELEASE.into());
+                    .insert(ip.clone(), ReleaseState::DoNotRelease);
             }
         })
         .unwrap();
@@ -105,7 +103,7 @@ async fn only_addresses_the_agent_declared_ready_are_released() {
     );
     let node = store.get("n1").await.unwrap().unwrap();
     for ip in ready {
-        assert_eq!(node.status.ipam.release_ips[ip], RELEASED);
+        assert_eq!(node.status.ipam.release_ips[ip], ReleaseState::Released);
         assert!(
             !node.spec.ipam.pool.contains_key(ip),
             "released addresses leave the pool"
@@ -137,7 +135,7 @@ async fn marks_are_cancelled_when_demand_comes_back() {
             n.status
                 .ipam
                 .release_ips
-                .insert(first.clone(), READY_FOR_RELEASE.into());
+                .insert(first.clone(), ReleaseState::ReadyForRelease);
             n.spec.ipam.pre_allocate = Some(8);
         })
         .unwrap();

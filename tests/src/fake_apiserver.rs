@@ -7,8 +7,6 @@
 //! when it exists); 409 on the next patches when asked. Requests are logged so
 //! tests can check who wrote what.
 
-#![allow(dead_code)] // each test binary uses its own part of this
-
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};

@@ -1,17 +1,30 @@
-//! Shared by the host's integration tests: components built by
-//! `cargo xtask providers`, one runtime per test binary, provider configs.
+//! Fixtures of the integration tests and benchmarks, one of each: the
+//! components built by `cargo xtask providers`, one provider runtime per
+//! process, provider configs, nodes, engine parts, stub HTTP servers, moto and
+//! a fake Kubernetes API server.
 
-#![allow(dead_code)] // each test binary uses its own part of this
-
+pub mod fake_apiserver;
 pub mod moto;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use ipam_host::provider::{
-    components_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
+use ipam_ciliumnode::CiliumNode;
+use ipam_cloud::CloudApi;
+use ipam_engine::{EngineSettings, InstanceCache, Maintainer, MemoryNodeStore, Metrics};
+use ipam_provider_runtime::{
+    CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
 };
+
+/// Where `cargo xtask providers` put the components: `$IPAM_COMPONENTS_DIR`,
+/// else `target/components` of this checkout.
+pub fn components_dir() -> PathBuf {
+    match std::env::var_os("IPAM_COMPONENTS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/components"),
+    }
+}
 
 /// A built component's bytes. Fails loudly when the build step was skipped.
 pub fn component(name: &str) -> Vec<u8> {
@@ -48,11 +61,11 @@ pub fn config(settings: &str) -> ProviderConfig {
     config
 }
 
-pub const MOCK_SETTINGS: &str = include_str!("../../../providers/mock/default-settings.yaml");
+pub const MOCK_SETTINGS: &str = include_str!("../../providers/mock/default-settings.yaml");
 
 /// Provider settings from YAML, as JSON text (what providers receive).
 pub fn json(yaml: &str) -> String {
-    ipam_host::provider::settings_json(yaml).expect("test settings are YAML")
+    ipam_provider_runtime::settings_json(yaml).expect("test settings are YAML")
 }
 
 pub async fn mock(settings_yaml: &str) -> WasmProvider {
@@ -62,9 +75,20 @@ pub async fn mock(settings_yaml: &str) -> WasmProvider {
         .expect("mock loads")
 }
 
+/// A node of `instance` with pre-allocate `pre_allocate` and nothing else set.
+pub fn node(name: &str, instance: &str, pre_allocate: u32) -> CiliumNode {
+    let mut node = CiliumNode {
+        name: name.into(),
+        ..Default::default()
+    };
+    node.spec.instance_id = instance.into();
+    node.spec.ipam.pre_allocate = Some(pre_allocate);
+    node
+}
+
 /// Engine settings for tests: cluster `test`, no release delay unless set.
-pub fn engine_settings(prefix_delegation: bool) -> ipam_host::ipam::maintain::EngineSettings {
-    ipam_host::ipam::maintain::EngineSettings {
+pub fn engine_settings(prefix_delegation: bool) -> EngineSettings {
+    EngineSettings {
         cluster_name: "test".into(),
         prefix_delegation,
         release_delay: Duration::from_secs(30),
@@ -75,17 +99,17 @@ pub fn engine_settings(prefix_delegation: bool) -> ipam_host::ipam::maintain::En
 
 /// A maintainer over `cloud` and `store` with the given cache.
 pub fn maintainer(
-    cloud: std::sync::Arc<dyn ipam_host::cloud::CloudApi>,
-    cache: std::sync::Arc<ipam_host::ipam::cache::InstanceCache>,
-    store: std::sync::Arc<ipam_host::ipam::store::MemoryNodeStore>,
-    settings: ipam_host::ipam::maintain::EngineSettings,
-) -> ipam_host::ipam::maintain::Maintainer {
-    ipam_host::ipam::maintain::Maintainer::new(
+    cloud: std::sync::Arc<dyn CloudApi>,
+    cache: std::sync::Arc<InstanceCache>,
+    store: std::sync::Arc<MemoryNodeStore>,
+    settings: EngineSettings,
+) -> Maintainer {
+    Maintainer::new(
         cloud,
         cache,
         store,
         settings,
-        std::sync::Arc::new(ipam_host::metrics::Metrics::new()),
+        std::sync::Arc::new(Metrics::new()),
     )
 }
 
@@ -152,7 +176,7 @@ pub const AWS_SESSION_TOKEN: &str = "session-token-from-the-host";
 /// The AWS component with these settings, allowed to reach `endpoint` only,
 /// with static test credentials and a deadline that fits EC2 round trips.
 pub async fn aws(settings: String, endpoint: &str) -> WasmProvider {
-    use ipam_host::provider::credentials::{Credentials, StaticCredentials};
+    use ipam_cloud::credentials::{Credentials, StaticCredentials};
     let mut config = config(&settings);
     config.limits.timeout = Duration::from_secs(30);
     config.egress = vec![endpoint.to_string()];

@@ -86,7 +86,7 @@ impl Moto {
     /// Make the VPC, subnets, security group and instances of
     /// `support/moto_seed.py` with boto3.
     pub fn seed(&self) -> Seeded {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/moto_seed.py");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/support/moto_seed.py");
         let output = Command::new(python())
             .arg(script)
             .arg(&self.endpoint)

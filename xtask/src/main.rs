@@ -64,12 +64,17 @@ pub fn build_cache() -> PathBuf {
 }
 
 /// `cargo` for the host workspace, with its target dir in the build cache
-/// unless the caller chose one.
+/// unless the caller chose one, and the built components named to the
+/// operator and the tests (`IPAM_COMPONENTS_DIR`): the binary lands in the
+/// build cache, away from `target/components`.
 fn host_cargo() -> Command {
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo.current_dir(repo_root());
     if std::env::var_os("CARGO_TARGET_DIR").is_none() {
         cargo.env("CARGO_TARGET_DIR", build_cache().join("target"));
+    }
+    if std::env::var_os("IPAM_COMPONENTS_DIR").is_none() {
+        cargo.env("IPAM_COMPONENTS_DIR", components::components_dir());
     }
     cargo
 }
@@ -91,7 +96,7 @@ fn run_main_job(extra: &[String]) -> Result<(), String> {
         "run",
         "--quiet",
         "--package",
-        "ipam-host",
+        "ipam-operator",
         "--bin",
         "ipam-operator",
         "--",
@@ -137,5 +142,5 @@ fn test() -> Result<(), String> {
 }
 
 fn bench() -> Result<(), String> {
-    run(host_cargo().args(["bench", "--package", "ipam-host"]))
+    run(host_cargo().args(["bench", "--package", "ipam-pool", "--package", "ipam-tests"]))
 }

@@ -2,10 +2,10 @@
 //! `DynamicObject`, so that every field this operator does not model is kept
 //! as it is; the engine's [`CiliumNode`] is read out of it.
 
-use kube::api::{ApiResource, DynamicObject};
+use kube_core::{ApiResource, DynamicObject};
 use serde::Deserialize;
 
-use crate::ipam::node::{CiliumNode, NodeSpec, NodeStatus};
+use crate::node::{CiliumNode, NodeSpec, NodeStatus};
 
 pub const GROUP: &str = "cilium.io";
 pub const VERSION: &str = "v2";

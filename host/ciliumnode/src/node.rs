@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::watermarks::Watermarks;
-use crate::cloud::Tag;
+use crate::release_state::ReleaseState;
 
 /// Cilium's default `pre-allocate` for ENI and Azure IPAM.
 pub const DEFAULT_PRE_ALLOCATE: u32 = 8;
@@ -166,7 +165,7 @@ pub struct IpamStatus {
     #[serde(default)]
     pub used: BTreeMap<String, AllocationIp>,
     #[serde(default)]
-    pub release_ips: BTreeMap<String, String>,
+    pub release_ips: BTreeMap<String, ReleaseState>,
     #[serde(default)]
     pub operator_status: OperatorStatus,
 }
@@ -229,45 +228,6 @@ pub struct EniVpc {
     pub cidrs: Vec<String>,
 }
 
-fn tag_list(map: &BTreeMap<String, String>) -> Vec<Tag> {
-    map.iter()
-        .map(|(key, value)| Tag {
-            key: key.clone(),
-            value: value.clone(),
-        })
-        .collect()
-}
-
-impl CiliumNode {
-    /// spec.eni.first-interface-index; Cilium's default is 0.
-    pub fn first_interface_index(&self) -> u32 {
-        self.spec.eni.first_interface_index.unwrap_or(0)
-    }
-
-    pub fn exclude_interface_tags(&self) -> Vec<Tag> {
-        tag_list(&self.spec.eni.exclude_interface_tags)
-    }
-
-    pub fn subnet_tags(&self) -> Vec<Tag> {
-        tag_list(&self.spec.eni.subnet_tags)
-    }
-
-    pub fn security_group_tags(&self) -> Vec<Tag> {
-        tag_list(&self.spec.eni.security_group_tags)
-    }
-
-    /// The node's watermarks; pre-allocate defaults to Cilium's 8.
-    pub fn watermarks(&self) -> Watermarks {
-        let ipam = &self.spec.ipam;
-        Watermarks {
-            pre_allocate: ipam.pre_allocate.unwrap_or(DEFAULT_PRE_ALLOCATE),
-            min_allocate: ipam.min_allocate.unwrap_or(0),
-            max_allocate: ipam.max_allocate.unwrap_or(0),
-            max_above_watermark: ipam.max_above_watermark.unwrap_or(0),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,14 +258,15 @@ mod tests {
     fn reads_the_crd_field_names() {
         let node: CiliumNode = serde_json::from_str(ENI_NODE).unwrap();
         assert_eq!(node.spec.instance_id, "i-0001");
+        let ipam = &node.spec.ipam;
         assert_eq!(
-            node.watermarks(),
-            Watermarks {
-                pre_allocate: 16,
-                min_allocate: 10,
-                max_allocate: 0,
-                max_above_watermark: 2
-            }
+            (
+                ipam.pre_allocate,
+                ipam.min_allocate,
+                ipam.max_allocate,
+                ipam.max_above_watermark
+            ),
+            (Some(16), Some(10), None, Some(2))
         );
         assert_eq!(node.spec.eni.first_interface_index, Some(1));
         assert_eq!(node.spec.eni.subnet_tags["tier"], "pods");
@@ -317,7 +278,7 @@ mod tests {
         );
         assert_eq!(
             node.status.ipam.release_ips["10.0.1.21"],
-            "ready-for-release"
+            ReleaseState::ReadyForRelease
         );
         assert_eq!(node.status.ipam.operator_status.error, "subnet full");
         assert_eq!(node.status.eni.enis["eni-1"].subnet.cidr, "10.0.1.0/24");
@@ -351,7 +312,7 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&node).unwrap()).unwrap();
         assert_eq!(node, again);
         let bare: CiliumNode = serde_json::from_str(r#"{"name": "n"}"#).unwrap();
-        assert_eq!(bare.watermarks().pre_allocate, DEFAULT_PRE_ALLOCATE);
+        assert_eq!(bare.spec.ipam.pre_allocate, None);
         let json = serde_json::to_value(&bare).unwrap();
         assert!(
             json["spec"]["ipam"].get("pre-allocate").is_none(),

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::ipam::node::CiliumNode;
-use crate::ipam::store::NodeUpdate;
+use crate::node::CiliumNode;
+use crate::update::NodeUpdate;
 
 /// The entries of `new` that differ from `old`, and `null` for those gone.
 fn map_patch<T: Serialize + PartialEq>(
@@ -54,7 +54,7 @@ pub fn merge_patches(current: &CiliumNode, update: &NodeUpdate) -> (Option<Value
                     ip.clone(),
                     state
                         .as_ref()
-                        .map_or(Value::Null, |s| Value::String(s.clone())),
+                        .map_or(Value::Null, |s| Value::String(s.to_string())),
                 )
             })
             .collect();
@@ -86,7 +86,8 @@ pub fn merge_patches(current: &CiliumNode, update: &NodeUpdate) -> (Option<Value
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ipam::node::AllocationIp;
+    use crate::node::AllocationIp;
+    use crate::release_state::ReleaseState;
 
     fn entry(eni: &str) -> AllocationIp {
         AllocationIp {
@@ -130,10 +131,7 @@ mod tests {
     fn the_status_patch_names_single_release_entries() {
         let update = NodeUpdate {
             release_ips: [
-                (
-                    "10.0.0.1".to_string(),
-                    Some("marked-for-release".to_string()),
-                ),
+                ("10.0.0.1".to_string(), Some(ReleaseState::MarkedForRelease)),
                 ("10.0.0.2".to_string(), None),
             ]
             .into(),

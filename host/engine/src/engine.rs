@@ -4,7 +4,7 @@
 //! `max_concurrent_nodes` nodes are worked on at once, and each works
 //! sequentially, so that is also the bound on concurrent cloud calls from
 //! maintenance; the cloud's per-operation buckets sit below in
-//! [`crate::limits::LimitedCloud`]. Leaked-interface GC runs on its own
+//! [`crate::limited_cloud::LimitedCloud`]. Leaked-interface GC runs on its own
 //! interval. Nothing here holds a lock across an await.
 
 use std::collections::{HashMap, HashSet};
@@ -16,15 +16,19 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::allocate::Step;
-use super::gc::{GcRound, LeakCollector};
-use super::maintain::{MaintainError, Maintainer, NodePass};
-use super::node::CiliumNode;
-use super::schedule::Schedule;
-use super::store::{NodeEvent, StoreError};
-use super::watermarks;
+use ipam_ciliumnode::CiliumNode;
+use ipam_cloud::CloudError;
+use ipam_pool::backoff::failure_backoff;
+use ipam_pool::pool::count;
+use ipam_pool::schedule::Schedule;
+use ipam_pool::{watermarks, NodeView};
+
+use crate::allocate::Step;
 use crate::clock::unix_now;
-use crate::cloud::CloudError;
+use crate::error::MaintainError;
+use crate::gc::{GcRound, LeakCollector};
+use crate::maintain::{Maintainer, NodePass};
+use crate::node_store::{NodeEvent, StoreError};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -105,8 +109,8 @@ pub struct Engine {
 
 /// A node's deficit as its own fields show it: the scheduling priority.
 fn deficit(node: &CiliumNode) -> u32 {
-    let available = u32::try_from(node.spec.ipam.pool.len()).unwrap_or(u32::MAX);
-    let used = u32::try_from(node.status.ipam.used.len()).unwrap_or(u32::MAX);
+    let available = count(node.spec.ipam.pool.len());
+    let used = count(node.status.ipam.used.len());
     watermarks::needed(node.watermarks(), available, used)
 }
 
@@ -191,7 +195,7 @@ impl Engine {
     /// leader that lost its lease must stop writing at once).
     pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<(), EngineError> {
         tokio::pin!(shutdown);
-        let store = self.maintainer.store.clone();
+        let store = self.maintainer.parts().store.clone();
         let mut events = store.subscribe();
         let now = Instant::now();
         let mut state = Loop {
@@ -213,7 +217,7 @@ impl Engine {
             let wake = [
                 Some(state.next_resync),
                 Some(state.next_gc),
-                state.schedule.next_timer(),
+                state.schedule.next_timer().map(Instant::from_std),
             ]
             .into_iter()
             .flatten()
@@ -283,20 +287,23 @@ impl Loop<'_> {
             Work::Resync => self.tasks.spawn(async move {
                 let result = maintainer
                     .cache()
-                    .resync_all(maintainer.cloud.as_ref())
+                    .resync_all(maintainer.parts().cloud.as_ref())
                     .await;
                 Outcome::Resync(result)
             }),
             Work::Gc => {
                 let gc = self.engine.gc.clone();
                 self.tasks.spawn(async move {
-                    Outcome::Gc(gc.round(maintainer.cloud.as_ref(), unix_now()).await)
+                    Outcome::Gc(
+                        gc.round(maintainer.parts().cloud.as_ref(), unix_now())
+                            .await,
+                    )
                 })
             }
             Work::Node(name) => {
                 let name = name.clone();
                 self.tasks.spawn(async move {
-                    let pending = maintainer.store.pending_pods(&name);
+                    let pending = maintainer.parts().store.pending_pods(&name);
                     Outcome::Node(Box::new(maintainer.maintain(&name, pending).await))
                 })
             }
@@ -313,7 +320,7 @@ impl Loop<'_> {
             for node in std::mem::take(&mut self.listed) {
                 self.schedule.mark(&node.name, deficit(&node));
             }
-            self.schedule.due(Instant::now());
+            self.schedule.due(Instant::now().into_std());
             while self.schedule.running() < self.engine.config.max_concurrent_nodes {
                 let Some(name) = self.schedule.start_next() else {
                     break;
@@ -355,7 +362,7 @@ impl Loop<'_> {
         match result {
             Ok(()) => {
                 let maintainer = &self.engine.maintainer;
-                maintainer.metrics.resync_total.inc();
+                maintainer.parts().metrics.resync_total.inc();
                 maintainer.record_subnets();
                 self.engine.state.send_modify(|s| s.resyncs += 1);
                 self.cache_ready = true;
@@ -377,6 +384,7 @@ impl Loop<'_> {
                 let deleted = round.deleted.len() as u64;
                 self.engine
                     .maintainer
+                    .parts()
                     .metrics
                     .interface_deletion_ops
                     .inc_by(deleted);
@@ -389,7 +397,7 @@ impl Loop<'_> {
         if let Some(initial) = self.initial.as_mut() {
             initial.remove(name);
         }
-        let now = Instant::now();
+        let now = Instant::now().into_std();
         match result {
             Ok(pass) => {
                 self.failures.remove(name);
@@ -423,13 +431,15 @@ impl Loop<'_> {
         let failures = self.failures.entry(name.to_string()).or_insert(0);
         *failures += 1;
         let config = &self.engine.config;
-        let backoff = config
-            .failure_backoff
-            .saturating_mul(2u32.saturating_pow(*failures - 1))
-            .min(config.failure_backoff_cap);
+        let backoff = failure_backoff(
+            config.failure_backoff,
+            config.failure_backoff_cap,
+            *failures,
+        );
         tracing::warn!(node = %name, %error, ?backoff, "node maintenance failed");
         self.schedule.done(name, 0);
-        self.schedule.revisit(name, Instant::now() + backoff);
+        self.schedule
+            .revisit(name, Instant::now().into_std() + backoff);
         self.engine.state.send_modify(|s| s.failed_passes += 1);
     }
 

@@ -6,8 +6,8 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use super::allocate::{CLUSTER_TAG, CREATED_AT_TAG};
-use crate::cloud::{CloudApi, CloudError, NetworkInterface, Tag};
+use ipam_cloud::{CloudApi, CloudError, NetworkInterface};
+use ipam_pool::tags::{cluster_tag, created_at};
 
 pub struct LeakCollector {
     cluster_name: String,
@@ -36,11 +36,7 @@ impl LeakCollector {
     /// Old enough to be a leak: created-at past the grace period. An
     /// interface without a readable created-at is aged by the two rounds only.
     fn old_enough(&self, interface: &NetworkInterface, now: u64) -> bool {
-        interface
-            .tags
-            .iter()
-            .find(|t| t.key == CREATED_AT_TAG)
-            .and_then(|t| t.value.parse::<u64>().ok())
+        created_at(&interface.tags)
             .is_none_or(|created| now.saturating_sub(created) >= self.grace_seconds)
     }
 
@@ -49,10 +45,7 @@ impl LeakCollector {
         if !cloud.info().capabilities.delete_interface {
             return Ok(GcRound::default());
         }
-        let ours = [Tag {
-            key: CLUSTER_TAG.into(),
-            value: self.cluster_name.clone(),
-        }];
+        let ours = [cluster_tag(&self.cluster_name)];
         let leaked: BTreeSet<String> = cloud
             .get_detached_interfaces(&ours)
             .await?

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::select::{pool_addresses, prefix_addresses};
-use crate::cloud::{
+use ipam_cloud::{
     Assigned, CloudApi, CloudError, Instance, Limits, NetworkInterface, SecurityGroup, Subnet, Vpc,
 };
+use ipam_pool::select::{pool_addresses, prefix_addresses};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CloudSnapshot {

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use ipam_cloud::Operation;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -214,12 +215,12 @@ impl Metrics {
 
     pub fn observe_api_call(
         &self,
-        operation: &'static str,
+        operation: Operation,
         response_code: &'static str,
         took: Duration,
     ) {
         let label = ApiCallLabel {
-            operation,
+            operation: operation.wit_name(),
             response_code,
         };
         self.api_duration_seconds
@@ -228,25 +229,27 @@ impl Metrics {
         self.api_calls.get_or_create(&label).inc();
     }
 
-    pub fn observe_rate_limit_wait(&self, operation: &'static str, waited: Duration) {
+    pub fn observe_rate_limit_wait(&self, operation: Operation, waited: Duration) {
         self.api_rate_limit_duration_seconds
-            .get_or_create(&OperationLabel { operation })
+            .get_or_create(&OperationLabel {
+                operation: operation.wit_name(),
+            })
             .observe(waited.as_secs_f64());
     }
 
     /// Calls made of one operation with one response code.
-    pub fn api_calls_with(&self, operation: &'static str, response_code: &'static str) -> u64 {
+    pub fn api_calls_with(&self, operation: Operation, response_code: &'static str) -> u64 {
         self.api_calls
             .get(&ApiCallLabel {
-                operation,
+                operation: operation.wit_name(),
                 response_code,
             })
             .map_or(0, |c| c.get())
     }
 
     /// Calls made of one operation, every response code counted.
-    pub fn api_calls(&self, operation: &'static str) -> u64 {
-        crate::cloud::RESPONSE_CODES
+    pub fn api_calls(&self, operation: Operation) -> u64 {
+        ipam_cloud::RESPONSE_CODES
             .iter()
             .map(|&response_code| self.api_calls_with(operation, response_code))
             .sum()
@@ -270,8 +273,8 @@ mod tests {
                 subnet_id: "subnet-a".into(),
             })
             .inc();
-        metrics.observe_api_call("assign-ips", "ok", Duration::from_millis(3));
-        metrics.observe_api_call("assign-ips", "throttled", Duration::from_millis(1));
+        metrics.observe_api_call(Operation::AssignIps, "ok", Duration::from_millis(3));
+        metrics.observe_api_call(Operation::AssignIps, "throttled", Duration::from_millis(1));
         let text = metrics.encode();
         assert!(
             text.contains("cilium_operator_ipam_ips{type=\"used\"} 3"),
@@ -283,7 +286,7 @@ mod tests {
         assert!(text.contains(
             "cilium_operator_ipam_api_duration_seconds_count{operation=\"assign-ips\",response_code=\"ok\"} 1"
         ));
-        assert_eq!(metrics.api_calls("assign-ips"), 2);
-        assert_eq!(metrics.api_calls("create-interface"), 0);
+        assert_eq!(metrics.api_calls(Operation::AssignIps), 2);
+        assert_eq!(metrics.api_calls(Operation::CreateInterface), 0);
     }
 }

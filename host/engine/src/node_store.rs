@@ -3,10 +3,8 @@
 //! Kubernetes implementation maps the same calls onto CiliumNode watches and
 //! patches.
 //!
-//! The operator never writes a whole node: [`NodeUpdate`] names only the
-//! fields it owns, and `release-ips` entries one by one, so a change the agent
-//! made meanwhile (status.ipam.used, its answers in release-ips) survives, as
-//! a merge patch does on the API server.
+//! The operator writes nodes through [`NodeUpdate`]s, which name only the
+//! fields it owns, so a change the agent made meanwhile survives.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -14,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
-use super::node::{AllocationIp, AzureInterface, CiliumNode, EniInterface};
+use ipam_ciliumnode::{CiliumNode, NodeUpdate};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeEvent {
@@ -30,50 +28,6 @@ pub enum StoreError {
     NotFound(String),
     #[error("node store: {0}")]
     Backend(String),
-}
-
-/// The operator's changes to one node. `None` leaves a field as it is.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeUpdate {
-    /// Replaces spec.ipam.pool.
-    pub pool: Option<BTreeMap<String, AllocationIp>>,
-    /// Per address in status.ipam.release-ips: `Some(state)` sets it,
-    /// `None` removes it. Addresses not named are untouched.
-    pub release_ips: BTreeMap<String, Option<String>>,
-    /// Replaces status.ipam.operator-status.error.
-    pub operator_error: Option<String>,
-    /// Replaces status.eni.enis.
-    pub enis: Option<BTreeMap<String, EniInterface>>,
-    /// Replaces status.azure.interfaces.
-    pub azure_interfaces: Option<Vec<AzureInterface>>,
-}
-
-impl NodeUpdate {
-    /// Apply to a node, as a merge patch of these fields would.
-    pub fn apply_to(&self, node: &mut CiliumNode) {
-        if let Some(pool) = &self.pool {
-            node.spec.ipam.pool = pool.clone();
-        }
-        for (ip, state) in &self.release_ips {
-            match state {
-                Some(state) => node
-                    .status
-                    .ipam
-                    .release_ips
-                    .insert(ip.clone(), state.clone()),
-                None => node.status.ipam.release_ips.remove(ip),
-            };
-        }
-        if let Some(error) = &self.operator_error {
-            node.status.ipam.operator_status.error = error.clone();
-        }
-        if let Some(enis) = &self.enis {
-            node.status.eni.enis = enis.clone();
-        }
-        if let Some(interfaces) = &self.azure_interfaces {
-            node.status.azure.interfaces = interfaces.clone();
-        }
-    }
 }
 
 /// Something the operator did to a node, told to people (a Kubernetes
@@ -245,7 +199,7 @@ impl NodeStore for MemoryNodeStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ipam::release::{MARKED_FOR_RELEASE, READY_FOR_RELEASE, RELEASED};
+    use ipam_ciliumnode::{AllocationIp, ReleaseState};
 
     fn node(name: &str) -> CiliumNode {
         CiliumNode {
@@ -287,12 +241,12 @@ mod tests {
                 n.status
                     .ipam
                     .release_ips
-                    .insert("10.0.0.9".into(), READY_FOR_RELEASE.into());
+                    .insert("10.0.0.9".into(), ReleaseState::ReadyForRelease);
             })
             .unwrap();
         let update = NodeUpdate {
             pool: Some(pool(&["10.0.0.5", "10.0.0.6"])),
-            release_ips: [("10.0.0.7".to_string(), Some(MARKED_FOR_RELEASE.to_string()))].into(),
+            release_ips: [("10.0.0.7".to_string(), Some(ReleaseState::MarkedForRelease))].into(),
             ..Default::default()
         };
         let after = store.update(&seen_by_operator.name, &update).await.unwrap();
@@ -302,12 +256,13 @@ mod tests {
             "the agent's used address survived"
         );
         assert_eq!(
-            after.status.ipam.release_ips["10.0.0.9"], READY_FOR_RELEASE,
+            after.status.ipam.release_ips["10.0.0.9"],
+            ReleaseState::ReadyForRelease,
             "the agent's answer survived"
         );
         assert_eq!(
             after.status.ipam.release_ips["10.0.0.7"],
-            MARKED_FOR_RELEASE
+            ReleaseState::MarkedForRelease
         );
     }
 
@@ -317,8 +272,8 @@ mod tests {
         store.upsert(node("n1")).unwrap();
         let mark = NodeUpdate {
             release_ips: [
-                ("a".to_string(), Some(MARKED_FOR_RELEASE.to_string())),
-                ("b".to_string(), Some(RELEASED.to_string())),
+                ("a".to_string(), Some(ReleaseState::MarkedForRelease)),
+                ("b".to_string(), Some(ReleaseState::Released)),
             ]
             .into(),
             ..Default::default()
@@ -331,7 +286,7 @@ mod tests {
         let after = store.update("n1", &unmark).await.unwrap();
         assert_eq!(
             after.status.ipam.release_ips,
-            [("b".to_string(), RELEASED.to_string())].into()
+            [("b".to_string(), ReleaseState::Released)].into()
         );
     }
 

@@ -1,12 +1,31 @@
-//! The host's own HTTP requests (not the guests'): OCI pulls, credential
-//! endpoints (STS, IMDS). One request per fresh HTTP/1.1 connection, TLS
+//! The host's own HTTP client (not the guests'): OCI pulls, credential
+//! endpoints (STS, IMDS, container credentials). Also the TLS connector the
+//! provider runtime's pinned sender uses for guest egress. One request per fresh HTTP/1.1 connection, TLS
 //! with the webpki roots for https, a size cap on the answer.
+
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
+
+/// TLS with the webpki roots (the guests' egress through the provider runtime, and the host's own requests).
+pub fn tls_connector() -> tokio_rustls::TlsConnector {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+        };
+        Arc::new(
+            rustls::ClientConfig::builder()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
+    });
+    tokio_rustls::TlsConnector::from(config.clone())
+}
 
 /// The most an answer may weigh.
 const MAX_BYTES: usize = 64 << 20;
@@ -84,7 +103,7 @@ pub async fn request(
     let response = if https {
         let name = rustls::pki_types::ServerName::try_from(host.clone())
             .map_err(|e| fail(format!("{e}")))?;
-        let tls = super::pinned_send::tls_connector()
+        let tls = tls_connector()
             .connect(name, tcp)
             .await
             .map_err(|e| fail(format!("TLS: {e}")))?;

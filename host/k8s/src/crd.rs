@@ -7,7 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use kube::Client;
 
-use super::ciliumnode::{GROUP, KIND, PLURAL, VERSION};
+use ipam_ciliumnode::kube::{GROUP, KIND, PLURAL, VERSION};
 
 pub const NAME: &str = "ciliumnodes.cilium.io";
 

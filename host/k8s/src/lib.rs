@@ -1,9 +1,10 @@
-//! The Kubernetes side of the operator: CiliumNode objects, the
-//! `NodeStore` over the API server, and leader election on a Lease.
+//! The Kubernetes side of the operator: the engine's `NodeStore` over the
+//! API server (a watch of CiliumNodes, merge patches of the fields the
+//! operator owns, pods pending per node, Events), leader election on a
+//! coordination.k8s.io Lease, optional CiliumNode CRD registration, and the
+//! composition that runs the engine only while this replica leads.
 
-pub mod ciliumnode;
 pub mod crd;
 pub mod lease;
 pub mod operator;
-pub mod patch;
 pub mod store;

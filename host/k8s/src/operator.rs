@@ -10,12 +10,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::store::KubeNodeStore;
-use crate::cloud::CloudApi;
-use crate::ipam::cache::InstanceCache;
-use crate::ipam::engine::{Engine, EngineConfig};
-use crate::ipam::maintain::{EngineSettings, Maintainer};
-use crate::metrics::Metrics;
+use ipam_cloud::CloudApi;
+use ipam_engine::{Engine, EngineConfig, EngineSettings, InstanceCache, Maintainer, Metrics};
+
+use crate::store::KubeNodeStore;
 
 pub struct Operator {
     pub store: Arc<KubeNodeStore>,

@@ -1,7 +1,7 @@
 //! The Kubernetes [`NodeStore`]: CiliumNodes from a watch (list, then
 //! watch; relisted after 410 Gone), kept in a local map the engine reads, and
 //! written with merge patches of the fields the operator owns
-//! ([`super::patch`]). Pending pods per node come from a watch of pods in
+//! ([`ipam_ciliumnode::patch`]). Pending pods per node come from a watch of pods in
 //! phase Pending. A 409 on a patch (an admission webhook or an API server
 //! under load can still return one) is retried; a merge patch carries no
 //! resourceVersion, so the retry cannot undo an agent's write.
@@ -18,10 +18,10 @@ use kube::runtime::watcher::{self, Event};
 use kube::Client;
 use tokio::sync::{broadcast, watch};
 
-use super::ciliumnode::{api_resource, from_object};
-use super::patch::merge_patches;
-use crate::ipam::node::CiliumNode;
-use crate::ipam::store::{Announcement, NodeEvent, NodeStore, NodeUpdate, StoreError};
+use ipam_ciliumnode::kube::{api_resource, from_object, GROUP, KIND, VERSION};
+use ipam_ciliumnode::patch::merge_patches;
+use ipam_ciliumnode::{CiliumNode, NodeUpdate};
+use ipam_engine::{Announcement, NodeEvent, NodeStore, StoreError};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 
@@ -364,12 +364,8 @@ impl NodeStore for KubeNodeStore {
             secondary: None,
         };
         let regarding = ObjectReference {
-            api_version: Some(format!(
-                "{}/{}",
-                super::ciliumnode::GROUP,
-                super::ciliumnode::VERSION
-            )),
-            kind: Some(super::ciliumnode::KIND.into()),
+            api_version: Some(format!("{}/{}", GROUP, VERSION)),
+            kind: Some(KIND.into()),
             name: Some(name.to_string()),
             ..ObjectReference::default()
         };

@@ -1,6 +1,9 @@
-//! `ipam-operator`: the operator's command line.
+//! `ipam-operator`: the operator's command line. Thin: parsing and
+//! dispatch in `cli`, composition of the crates in each command.
 
 mod cli;
+mod modules;
+mod serve;
 
 use clap::Parser;
 

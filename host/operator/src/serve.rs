@@ -1,6 +1,6 @@
 //! The operator's HTTP endpoints: `/healthz` (the process serves),
 //! `/readyz` (ready as the operator defines it, see
-//! [`crate::k8s::operator`]), `/metrics` (the engine's registry and the
+//! `ipam_k8s::operator`), `/metrics` (the engine's registry and the
 //! process's own metrics, OpenMetrics text).
 
 use std::convert::Infallible;
@@ -21,7 +21,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::metrics::Metrics;
+use ipam_engine::Metrics;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 

@@ -12,17 +12,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-pub const MARKED_FOR_RELEASE: &str = "marked-for-release";
-pub const READY_FOR_RELEASE: &str = "ready-for-release";
-pub const DO_NOT_RELEASE: &str = "do-not-release";
-pub const RELEASED: &str = "released";
+use ipam_ciliumnode::ReleaseState;
 
 #[derive(Debug, Clone, Copy)]
-pub struct ReleaseInput<'a> {
+pub struct HandshakeInput<'a> {
     /// Excess, unused addresses chosen for release this round.
     pub candidates: &'a BTreeSet<String>,
     /// status.ipam.release-ips as the CiliumNode has it now.
-    pub status: &'a BTreeMap<String, String>,
+    pub status: &'a BTreeMap<String, ReleaseState>,
     /// When the operator first saw each candidate as excess.
     pub first_seen: &'a BTreeMap<String, Instant>,
     pub now: Instant,
@@ -32,7 +29,7 @@ pub struct ReleaseInput<'a> {
 
 /// What to do this round.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReleaseStep {
+pub struct HandshakeStep {
     /// The operator's memory of first-seen times for the next round.
     pub first_seen: BTreeMap<String, Instant>,
     /// Entries to set to `marked-for-release`.
@@ -44,16 +41,16 @@ pub struct ReleaseStep {
     pub unassign: Vec<String>,
 }
 
-pub fn step(input: ReleaseInput<'_>) -> ReleaseStep {
-    let mut out = ReleaseStep::default();
+pub fn step(input: HandshakeInput<'_>) -> HandshakeStep {
+    let mut out = HandshakeStep::default();
     let mut refused = BTreeSet::new();
     for (ip, state) in input.status {
         let still_excess = input.candidates.contains(ip);
-        match state.as_str() {
-            RELEASED => {}
+        match state {
+            ReleaseState::Released => {}
             _ if !still_excess => out.unmark.push(ip.clone()),
-            READY_FOR_RELEASE => out.unassign.push(ip.clone()),
-            DO_NOT_RELEASE => {
+            ReleaseState::ReadyForRelease => out.unassign.push(ip.clone()),
+            ReleaseState::DoNotRelease => {
                 out.unmark.push(ip.clone());
                 refused.insert(ip);
             }
@@ -84,10 +81,16 @@ mod tests {
         ips.iter().map(|s| s.to_string()).collect()
     }
 
-    fn status(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+    const MARKED_FOR_RELEASE: &str = "marked-for-release";
+    const READY_FOR_RELEASE: &str = "ready-for-release";
+    const DO_NOT_RELEASE: &str = "do-not-release";
+    const RELEASED: &str = "released";
+
+    /// release-ips as an agent writes it (the CRD's spellings).
+    fn status(entries: &[(&str, &str)]) -> BTreeMap<String, ReleaseState> {
         entries
             .iter()
-            .map(|(ip, s)| (ip.to_string(), s.to_string()))
+            .map(|(ip, s)| (ip.to_string(), ReleaseState::from(s.to_string())))
             .collect()
     }
 
@@ -102,7 +105,7 @@ mod tests {
         let t0 = Instant::now();
         let candidates = set(&["10.0.0.5"]);
         let empty = BTreeMap::new();
-        let first = step(ReleaseInput {
+        let first = step(HandshakeInput {
             candidates: &candidates,
             status: &empty,
             first_seen: &BTreeMap::new(),
@@ -111,7 +114,7 @@ mod tests {
         });
         assert!(first.mark.is_empty());
         assert_eq!(first.first_seen["10.0.0.5"], t0);
-        let early = ReleaseInput {
+        let early = HandshakeInput {
             candidates: &candidates,
             status: &empty,
             first_seen: &first.first_seen,
@@ -119,7 +122,7 @@ mod tests {
             delay: DELAY,
         };
         assert!(step(early).mark.is_empty());
-        let late = ReleaseInput {
+        let late = HandshakeInput {
             now: t0 + DELAY,
             ..early
         };
@@ -226,7 +229,7 @@ mod tests {
         ];
         for c in cases {
             let (candidates, current) = (set(c.candidates), status(c.status));
-            let out = step(ReleaseInput {
+            let out = step(HandshakeInput {
                 candidates: &candidates,
                 status: &current,
                 first_seen: &seen,
@@ -246,7 +249,7 @@ mod tests {
         let seen: BTreeMap<String, Instant> = [("a".to_string(), t0)].into();
         let refused = status(&[("a", DO_NOT_RELEASE)]);
         let now = t0 + DELAY * 2;
-        let out = step(ReleaseInput {
+        let out = step(HandshakeInput {
             candidates: &candidates,
             status: &refused,
             first_seen: &seen,
@@ -254,7 +257,7 @@ mod tests {
             delay: DELAY,
         });
         assert!(!out.first_seen.contains_key("a"), "forgotten");
-        let next = step(ReleaseInput {
+        let next = step(HandshakeInput {
             candidates: &candidates,
             status: &BTreeMap::new(),
             first_seen: &out.first_seen,

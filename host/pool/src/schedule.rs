@@ -2,12 +2,13 @@
 //! first, the largest deficit first (ties by name, so runs repeat); a node is
 //! never worked on twice at once (a change while it runs queues it again);
 //! nodes can be put off until a time (release delay, a blocked node, a
-//! failure's backoff).
+//! failure's backoff). Time is a parameter: the engine passes its clock's
+//! instants (tokio's, paused in simulations).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 #[derive(Debug, Default)]
 pub struct Schedule {
@@ -145,8 +146,8 @@ mod tests {
         assert_eq!(s.start_next().as_deref(), Some("a"));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn timers_queue_nodes_when_due_earliest_request_wins() {
+    #[test]
+    fn timers_queue_nodes_when_due_earliest_request_wins() {
         let mut s = Schedule::new();
         let t0 = Instant::now();
         s.revisit("a", t0 + Duration::from_secs(10));

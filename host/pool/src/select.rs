@@ -2,7 +2,7 @@
 //! to fill, the device index of a new interface, its subnet and its security
 //! groups. Every choice is deterministic and says why it was made.
 
-use crate::cloud::{Limits, NetworkInterface, SecurityGroup, Subnet, Tag};
+use ipam_cloud::{Limits, NetworkInterface, SecurityGroup, Subnet, Tag};
 
 /// Addresses one interface can hold for pods: its slots less the primary
 /// address (unless `use_primary_address`), sixteen per slot with /28 prefixes.

@@ -2,17 +2,9 @@
 //! says how long the caller must wait before its call, so the lock around a
 //! bucket is held for arithmetic only, never across a wait or a cloud call.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::time::Instant;
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BucketConfig {
-    /// Tokens available at once.
-    pub burst: f64,
-    /// Tokens added per second.
-    pub per_second: f64,
-}
+use ipam_cloud::rate::BucketConfig;
 
 #[derive(Debug, Clone)]
 pub struct TokenBucket {

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::egress::{EgressError, EgressPolicy, Origin};
-use super::pinned_send::{self, ConnectionTask};
-use super::resolve::Resolver;
+use crate::egress::{EgressError, EgressPolicy, Origin};
+use crate::pinned_send::{self, ConnectionTask};
+use crate::resolve::Resolver;
 
 /// Denials seen during the current call, shared between the hook (which runs
 /// in a spawned future) and the store that reads them after the call.

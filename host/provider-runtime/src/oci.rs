@@ -13,7 +13,7 @@ use std::str::FromStr;
 use bytes::Bytes;
 use http::{Method, StatusCode, Uri};
 
-use super::host_http::{request, Reply};
+use ipam_http_client::{request, Reply};
 
 const MANIFEST_TYPES: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
 /// Layer media types of a wasm component (wkg / wasm-pkg-tools, ORAS).
@@ -96,7 +96,7 @@ impl OciReference {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", super::module::sha256_hex(bytes))
+    format!("sha256:{}", ipam_provider_module::sha256_hex(bytes))
 }
 
 /// GET following redirects (blob downloads go to storage); the token is

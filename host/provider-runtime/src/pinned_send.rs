@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -15,28 +14,12 @@ use tokio::net::TcpStream;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
-use super::egress::Origin;
+use crate::egress::Origin;
 
 /// Used when the guest sets no timeout; the call's own deadline bounds all.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub type ConnectionTask = Box<dyn Future<Output = Result<(), Error>> + Send>;
-
-/// TLS with the webpki roots (egress of guests, OCI pulls).
-pub(super) fn tls_connector() -> tokio_rustls::TlsConnector {
-    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    let config = CONFIG.get_or_init(|| {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        Arc::new(
-            rustls::ClientConfig::builder()
-                .with_root_certificates(roots)
-                .with_no_client_auth(),
-        )
-    });
-    tokio_rustls::TlsConnector::from(config.clone())
-}
 
 async fn connect(addresses: &[IpAddr], port: u16) -> Result<TcpStream, Error> {
     let mut last = None;
@@ -66,13 +49,16 @@ pub async fn send(
         .map_err(|_| Error::ConnectionTimeout)??;
     if origin.scheme == "https" {
         let name = match origin.host.parse::<IpAddr>() {
-            Ok(ip) => rustls::pki_types::ServerName::from(ip),
-            Err(_) => rustls::pki_types::ServerName::try_from(origin.host.clone())?,
+            Ok(ip) => tokio_rustls::rustls::pki_types::ServerName::from(ip),
+            Err(_) => tokio_rustls::rustls::pki_types::ServerName::try_from(origin.host.clone())?,
         };
-        let tls = tokio::time::timeout(connect_timeout, tls_connector().connect(name, tcp))
-            .await
-            .map_err(|_| Error::ConnectionTimeout)?
-            .map_err(Error::Tls)?;
+        let tls = tokio::time::timeout(
+            connect_timeout,
+            ipam_http_client::tls_connector().connect(name, tcp),
+        )
+        .await
+        .map_err(|_| Error::ConnectionTimeout)?
+        .map_err(Error::Tls)?;
         exchange(request, tls, first_byte_timeout).await
     } else {
         exchange(request, tcp, first_byte_timeout).await

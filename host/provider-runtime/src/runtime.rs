@@ -7,18 +7,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
+use ipam_cloud::credentials::{CredentialSource, StaticCredentials};
+use ipam_cloud::{CloudError, ProviderInfo};
+use ipam_provider_module::{ModuleError, ModuleInfo};
+use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
-use super::cache::{self, CacheError, ComponentCache};
-use super::credentials::{CredentialSource, StaticCredentials};
-use super::egress::{EgressError, EgressPolicy};
-use super::module::{ModuleError, ModuleInfo};
-use super::resolve::{Resolver, SystemResolver};
-use super::state::StoreState;
-use super::v0_1_0::{self, IpamProviderPre};
-use super::wasm_provider::WasmProvider;
-use crate::cloud::CloudError;
+use crate::compile_cache::{self as cache, CacheError, ComponentCache};
+use crate::egress::{EgressError, EgressPolicy};
+use crate::resolve::{Resolver, SystemResolver};
+use crate::state::StoreState;
+use crate::wasm_provider::WasmProvider;
+use crate::wit::{self, BindingsPre, LinkError};
 
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -107,7 +107,7 @@ pub enum LoadError {
     #[error(transparent)]
     Cache(#[from] CacheError),
     #[error("linking the component: {0}")]
-    Link(String),
+    Link(#[from] LinkError),
     #[error("egress allow-list: {0}")]
     Egress(#[from] EgressError),
     #[error("starting the provider: {0}")]
@@ -120,7 +120,7 @@ pub enum LoadError {
 pub struct PreparedModule {
     pub info: ModuleInfo,
     pub origin: cache::Origin,
-    pub(super) pre: IpamProviderPre<StoreState>,
+    pub(crate) pre: BindingsPre,
 }
 
 pub struct ProviderRuntime {
@@ -138,12 +138,11 @@ impl ProviderRuntime {
         let engine = Engine::new(&wasm).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         spawn_epoch_ticker(&engine, config.epoch_tick);
 
-        let link = |e: wasmtime::Error| LoadError::Link(format!("{e:#}"));
+        let link = |e: wasmtime::Error| LoadError::Link(LinkError::Wasmtime(e));
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(link)?;
-        v0_1_0::wit_host::add_to_linker::<_, HasSelf<StoreState>>(&mut linker, |state| state)
-            .map_err(link)?;
+        wit::add_to_linker(&mut linker).map_err(link)?;
 
         let cache = config
             .cache_dir
@@ -167,7 +166,7 @@ impl ProviderRuntime {
         self.compiles.load(Ordering::Relaxed)
     }
 
-    pub(super) fn epoch_tick(&self) -> Duration {
+    pub(crate) fn epoch_tick(&self) -> Duration {
         self.epoch_tick
     }
 
@@ -185,9 +184,7 @@ impl ProviderRuntime {
         if origin == cache::Origin::Compiled {
             self.compiles.fetch_add(1, Ordering::Relaxed);
         }
-        let link = |e: wasmtime::Error| LoadError::Link(format!("{e:#}"));
-        let pre = self.linker.instantiate_pre(&component).map_err(link)?;
-        let pre = IpamProviderPre::new(pre).map_err(link)?;
+        let pre = BindingsPre::new(&info.wit_version, &self.linker, &component)?;
         tracing::debug!(digest = %info.digest, ?origin, "provider module ready");
         Ok(PreparedModule { info, origin, pre })
     }
@@ -205,10 +202,7 @@ impl ProviderRuntime {
     }
 
     /// A module's declarations and its `info`, without configuring it.
-    pub async fn describe(
-        &self,
-        bytes: &[u8],
-    ) -> Result<(ModuleInfo, crate::cloud::ProviderInfo), LoadError> {
+    pub async fn describe(&self, bytes: &[u8]) -> Result<(ModuleInfo, ProviderInfo), LoadError> {
         let module = self.prepare(bytes)?;
         let info = module.info.clone();
         Ok((info, WasmProvider::describe(self, module).await?))

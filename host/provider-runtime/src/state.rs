@@ -1,6 +1,7 @@
 //! The data of one provider instance's store: WASI that grants nothing but
-//! clocks and random, wasi:http behind the egress hook, the memory cap, and the
-//! `host` imports (log, credentials).
+//! clocks and random, wasi:http behind the egress hook, the memory cap, and
+//! what the `host` imports (log, credentials) serve from (each WIT version's
+//! module implements its own `host` interface over this).
 
 use std::sync::Arc;
 
@@ -10,9 +11,9 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::credentials::CredentialSource;
-use super::http_hooks::{DenialLog, EgressHooks};
-use super::v0_1_0::wit_host;
+use ipam_cloud::credentials::{CredentialSource, Credentials};
+
+use crate::http_hooks::{DenialLog, EgressHooks};
 
 /// How much of a guest's stderr (panic messages) is kept for error reports.
 const STDERR_CAPTURE_BYTES: usize = 16 * 1024;
@@ -96,6 +97,16 @@ impl StoreState {
         self.provider = provider;
     }
 
+    /// The provider's declared name, for its logs.
+    pub fn provider_name(&self) -> &str {
+        &self.provider
+    }
+
+    /// What the guest gets when it asks for credentials.
+    pub fn credentials(&self) -> Result<Credentials, String> {
+        self.credentials.current()
+    }
+
     pub fn denials(&self) -> &DenialLog {
         &self.hooks.denials
     }
@@ -126,26 +137,5 @@ impl WasiHttpView for StoreState {
             table: &mut self.table,
             hooks: &mut self.hooks,
         }
-    }
-}
-
-impl wit_host::Host for StoreState {
-    fn log(&mut self, level: wit_host::LogLevel, message: String) {
-        let provider = &*self.provider;
-        match level {
-            wit_host::LogLevel::Trace => tracing::trace!(provider, "{message}"),
-            wit_host::LogLevel::Debug => tracing::debug!(provider, "{message}"),
-            wit_host::LogLevel::Info => tracing::info!(provider, "{message}"),
-            wit_host::LogLevel::Warn => tracing::warn!(provider, "{message}"),
-            wit_host::LogLevel::Error => tracing::error!(provider, "{message}"),
-        }
-    }
-
-    fn get_credentials(&mut self) -> Result<wit_host::Credentials, String> {
-        let credentials = self.credentials.current()?;
-        Ok(wit_host::Credentials {
-            values: credentials.values.into_iter().collect(),
-            expires_at: credentials.expires_at,
-        })
     }
 }

@@ -11,25 +11,26 @@ use async_trait::async_trait;
 use tokio::sync::Semaphore;
 use wasmtime::{Engine, Store, Trap};
 
-use super::credentials::CredentialSource;
-use super::egress::EgressPolicy;
-use super::http_hooks::{DenialLog, EgressHooks};
-use super::module::ModuleInfo;
-use super::resolve::Resolver;
-use super::runtime::{CallLimits, PreparedModule, ProviderConfig, ProviderRuntime};
-use super::state::StoreState;
-use super::v0_1_0::{ipam::provider::types as t, IpamProvider, IpamProviderPre};
-use crate::cloud::{
+use ipam_cloud::credentials::CredentialSource;
+use ipam_cloud::{
     Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits,
-    NetworkInterface, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+    NetworkInterface, Operation, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
+use ipam_provider_module::ModuleInfo;
+
+use crate::egress::EgressPolicy;
+use crate::http_hooks::{DenialLog, EgressHooks};
+use crate::resolve::Resolver;
+use crate::runtime::{CallLimits, PreparedModule, ProviderConfig, ProviderRuntime};
+use crate::state::StoreState;
+use crate::wit::{Bindings, BindingsPre, GuestResult};
 
 /// Instances beyond this are never made, whatever a provider declares.
 const MAX_INSTANCES: u32 = 64;
 
 struct Live {
     store: Store<StoreState>,
-    bindings: IpamProvider,
+    bindings: Bindings,
     _counted: LiveCount,
 }
 
@@ -49,15 +50,14 @@ impl Drop for LiveCount {
     }
 }
 
-type CallFuture<'a, R> =
-    Pin<Box<dyn Future<Output = wasmtime::Result<Result<R, t::Error>>> + Send + 'a>>;
+type CallFuture<'a, R> = Pin<Box<dyn Future<Output = GuestResult<R>> + Send + 'a>>;
 
 pub struct WasmProvider {
     name: Arc<str>,
     info: ProviderInfo,
     module: ModuleInfo,
     engine: Engine,
-    pre: IpamProviderPre<StoreState>,
+    pre: BindingsPre,
     settings: String,
     egress: Arc<EgressPolicy>,
     resolver: Arc<dyn Resolver>,
@@ -104,7 +104,7 @@ impl WasmProvider {
     }
 
     /// What a module declares through `info`, from an unconfigured instance.
-    pub(super) async fn describe(
+    pub(crate) async fn describe(
         runtime: &ProviderRuntime,
         module: PreparedModule,
     ) -> Result<ProviderInfo, CloudError> {
@@ -117,7 +117,7 @@ impl WasmProvider {
         Ok(provider.instantiate("load").await?.1)
     }
 
-    pub(super) async fn start(
+    pub(crate) async fn start(
         runtime: &ProviderRuntime,
         module: PreparedModule,
         egress: EgressPolicy,
@@ -209,11 +209,8 @@ impl WasmProvider {
         store.limiter(|state| &mut state.memory);
         store.set_epoch_deadline(self.epoch_ticks);
         let work = async {
-            let bindings = self.pre.instantiate_async(&mut store).await?;
-            let info = bindings
-                .ipam_provider_provider()
-                .call_info(&mut store)
-                .await?;
+            let bindings = self.pre.instantiate(&mut store).await?;
+            let info = bindings.info(&mut store).await?;
             Ok::<_, wasmtime::Error>((bindings, info))
         };
         let outcome = tokio::time::timeout(self.limits.timeout, work).await;
@@ -229,19 +226,14 @@ impl WasmProvider {
                 bindings,
                 _counted: LiveCount::new(&self.live),
             },
-            info.into(),
+            info,
         ))
     }
 
     async fn configure(&self, live: &mut Live) -> Result<(), CloudError> {
         let settings = self.settings.clone();
         self.run(live, "configure", |l| {
-            Box::pin(async move {
-                l.bindings
-                    .ipam_provider_provider()
-                    .call_configure(&mut l.store, &settings)
-                    .await
-            })
+            Box::pin(async move { l.bindings.configure(&mut l.store, &settings).await })
         })
         .await
         .map_err(|(error, _)| error)
@@ -251,9 +243,10 @@ impl WasmProvider {
     /// unless the call trapped or timed out.
     async fn call<R: Send>(
         &self,
-        operation: &'static str,
+        operation: Operation,
         f: impl for<'a> FnOnce(&'a mut Live) -> CallFuture<'a, R> + Send,
     ) -> Result<R, CloudError> {
+        let operation = operation.wit_name();
         let _permit = self
             .permits
             .acquire()
@@ -304,7 +297,7 @@ impl WasmProvider {
                     },
                     None => CloudError::Provider {
                         provider: self.name.to_string(),
-                        error: error.into(),
+                        error,
                     },
                 };
                 Err((error, true))
@@ -374,13 +367,9 @@ impl std::fmt::Debug for WasmProvider {
 
 fn provider_call<'a, R, Fut>(fut: Fut) -> CallFuture<'a, R>
 where
-    Fut: Future<Output = wasmtime::Result<Result<R, t::Error>>> + Send + 'a,
+    Fut: Future<Output = GuestResult<R>> + Send + 'a,
 {
     Box::pin(fut)
-}
-
-fn convert<A, B: From<A>>(items: Vec<A>) -> Vec<B> {
-    items.into_iter().map(Into::into).collect()
 }
 
 #[async_trait]
@@ -390,119 +379,77 @@ impl CloudApi for WasmProvider {
     }
 
     async fn get_vpcs(&self) -> Result<Vec<Vpc>, CloudError> {
-        let out = self
-            .call("get-vpcs", |l| {
-                provider_call(
-                    l.bindings
-                        .ipam_provider_provider()
-                        .call_get_vpcs(&mut l.store),
-                )
-            })
-            .await?;
-        Ok(convert(out))
+        self.call(Operation::GetVpcs, |l| {
+            provider_call(l.bindings.get_vpcs(&mut l.store))
+        })
+        .await
     }
 
     async fn get_subnets(&self) -> Result<Vec<Subnet>, CloudError> {
-        let out = self
-            .call("get-subnets", |l| {
-                provider_call(
-                    l.bindings
-                        .ipam_provider_provider()
-                        .call_get_subnets(&mut l.store),
-                )
-            })
-            .await?;
-        Ok(convert(out))
+        self.call(Operation::GetSubnets, |l| {
+            provider_call(l.bindings.get_subnets(&mut l.store))
+        })
+        .await
     }
 
     async fn get_security_groups(&self) -> Result<Vec<SecurityGroup>, CloudError> {
-        let out = self
-            .call("get-security-groups", |l| {
-                provider_call(
-                    l.bindings
-                        .ipam_provider_provider()
-                        .call_get_security_groups(&mut l.store),
-                )
-            })
-            .await?;
-        Ok(convert(out))
+        self.call(Operation::GetSecurityGroups, |l| {
+            provider_call(l.bindings.get_security_groups(&mut l.store))
+        })
+        .await
     }
 
     async fn get_instances(&self, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        // Owned: a call's future may not borrow its caller's arguments.
         let ids = ids.to_vec();
-        let out = self
-            .call("get-instances", |l| {
-                provider_call(async move {
-                    l.bindings
-                        .ipam_provider_provider()
-                        .call_get_instances(&mut l.store, &ids)
-                        .await
-                })
-            })
-            .await?;
-        Ok(convert(out))
+        self.call(Operation::GetInstances, |l| {
+            provider_call(async move { l.bindings.get_instances(&mut l.store, &ids).await })
+        })
+        .await
     }
 
     async fn get_detached_interfaces(
         &self,
         tags: &[Tag],
     ) -> Result<Vec<NetworkInterface>, CloudError> {
-        let tags: Vec<t::Tag> = tags.iter().map(Into::into).collect();
-        let out = self
-            .call("get-detached-interfaces", |l| {
-                provider_call(async move {
-                    l.bindings
-                        .ipam_provider_provider()
-                        .call_get_detached_interfaces(&mut l.store, &tags)
-                        .await
-                })
+        let tags = tags.to_vec();
+        self.call(Operation::GetDetachedInterfaces, |l| {
+            provider_call(async move {
+                l.bindings
+                    .get_detached_interfaces(&mut l.store, &tags)
+                    .await
             })
-            .await?;
-        Ok(convert(out))
+        })
+        .await
     }
 
     async fn get_instance_limits(&self, instance_type: &str) -> Result<Limits, CloudError> {
         let instance_type = instance_type.to_string();
-        let out = self
-            .call("get-instance-limits", |l| {
-                provider_call(async move {
-                    l.bindings
-                        .ipam_provider_provider()
-                        .call_get_instance_limits(&mut l.store, &instance_type)
-                        .await
-                })
+        self.call(Operation::GetInstanceLimits, |l| {
+            provider_call(async move {
+                l.bindings
+                    .get_instance_limits(&mut l.store, &instance_type)
+                    .await
             })
-            .await?;
-        Ok(out.into())
+        })
+        .await
     }
 
     async fn create_interface(
         &self,
         request: &CreateInterfaceRequest,
     ) -> Result<NetworkInterface, CloudError> {
-        let request: t::CreateInterfaceRequest = request.into();
-        let out = self
-            .call("create-interface", |l| {
-                provider_call(async move {
-                    l.bindings
-                        .ipam_provider_provider()
-                        .call_create_interface(&mut l.store, &request)
-                        .await
-                })
-            })
-            .await?;
-        Ok(out.into())
+        let request = request.clone();
+        self.call(Operation::CreateInterface, |l| {
+            provider_call(async move { l.bindings.create_interface(&mut l.store, &request).await })
+        })
+        .await
     }
 
     async fn delete_interface(&self, interface_id: &str) -> Result<(), CloudError> {
         let id = interface_id.to_string();
-        self.call("delete-interface", |l| {
-            provider_call(async move {
-                l.bindings
-                    .ipam_provider_provider()
-                    .call_delete_interface(&mut l.store, &id)
-                    .await
-            })
+        self.call(Operation::DeleteInterface, |l| {
+            provider_call(async move { l.bindings.delete_interface(&mut l.store, &id).await })
         })
         .await
     }
@@ -513,18 +460,10 @@ impl CloudApi for WasmProvider {
         request: IpRequest,
     ) -> Result<Assigned, CloudError> {
         let id = interface_id.to_string();
-        let request: t::IpRequest = request.into();
-        let out = self
-            .call("assign-ips", |l| {
-                provider_call(async move {
-                    l.bindings
-                        .ipam_provider_provider()
-                        .call_assign_ips(&mut l.store, &id, request)
-                        .await
-                })
-            })
-            .await?;
-        Ok(out.into())
+        self.call(Operation::AssignIps, |l| {
+            provider_call(async move { l.bindings.assign_ips(&mut l.store, &id, request).await })
+        })
+        .await
     }
 
     async fn unassign_ips(
@@ -538,11 +477,10 @@ impl CloudApi for WasmProvider {
             addresses.to_vec(),
             prefixes.to_vec(),
         );
-        self.call("unassign-ips", |l| {
+        self.call(Operation::UnassignIps, |l| {
             provider_call(async move {
                 l.bindings
-                    .ipam_provider_provider()
-                    .call_unassign_ips(&mut l.store, &id, &addresses, &prefixes)
+                    .unassign_ips(&mut l.store, &id, &addresses, &prefixes)
                     .await
             })
         })

@@ -7,10 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::ipam::node::{AllocationIp, CiliumNode};
-use crate::ipam::release::{DO_NOT_RELEASE, MARKED_FOR_RELEASE, READY_FOR_RELEASE, RELEASED};
-use crate::ipam::store::{MemoryNodeStore, NodeStore, StoreError};
-use crate::ipam::watermarks;
+use ipam_ciliumnode::{AllocationIp, CiliumNode, ReleaseState};
+use ipam_engine::{MemoryNodeStore, NodeStore, StoreError};
+use ipam_pool::{watermarks, NodeView};
 
 /// What the agents saw on one tick.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,14 +32,14 @@ pub fn act(node: &CiliumNode, pods_wanted: u32) -> (Option<CiliumNode>, u32) {
     // The handshake.
     let mut answers = BTreeMap::new();
     for (ip, state) in &ipam.release_ips {
-        match state.as_str() {
-            MARKED_FOR_RELEASE if ipam.used.contains_key(ip) => {
-                answers.insert(ip.clone(), Some(DO_NOT_RELEASE));
+        match state {
+            ReleaseState::MarkedForRelease if ipam.used.contains_key(ip) => {
+                answers.insert(ip.clone(), Some(ReleaseState::DoNotRelease));
             }
-            MARKED_FOR_RELEASE => {
-                answers.insert(ip.clone(), Some(READY_FOR_RELEASE));
+            ReleaseState::MarkedForRelease => {
+                answers.insert(ip.clone(), Some(ReleaseState::ReadyForRelease));
             }
-            RELEASED if !next.spec.ipam.pool.contains_key(ip) => {
+            ReleaseState::Released if !next.spec.ipam.pool.contains_key(ip) => {
                 answers.insert(ip.clone(), None);
             }
             _ => {}
@@ -48,7 +47,7 @@ pub fn act(node: &CiliumNode, pods_wanted: u32) -> (Option<CiliumNode>, u32) {
     }
     for (ip, answer) in answers {
         match answer {
-            Some(state) => ipam.release_ips.insert(ip, state.to_string()),
+            Some(state) => ipam.release_ips.insert(ip, state),
             None => ipam.release_ips.remove(&ip),
         };
     }
@@ -104,7 +103,7 @@ pub fn settled(node: &CiliumNode, pending: u32) -> bool {
             .ipam
             .release_ips
             .values()
-            .all(|state| state == RELEASED)
+            .all(|state| *state == ReleaseState::Released)
 }
 
 /// Every node's agent acts once.
@@ -139,6 +138,11 @@ pub async fn tick(store: &MemoryNodeStore, pods_wanted: u32) -> Result<AgentTick
 mod tests {
     use super::*;
 
+    const MARKED_FOR_RELEASE: &str = "marked-for-release";
+    const READY_FOR_RELEASE: &str = "ready-for-release";
+    const RELEASED: &str = "released";
+
+    /// A node as an agent would find it (release-ips in the CRD's spellings).
     fn node(pool: &[&str], used: &[&str], release: &[(&str, &str)]) -> CiliumNode {
         let mut node = CiliumNode {
             name: "n".into(),
@@ -160,7 +164,7 @@ mod tests {
             node.status
                 .ipam
                 .release_ips
-                .insert(ip.to_string(), state.to_string());
+                .insert(ip.to_string(), ReleaseState::from(state.to_string()));
         }
         node
     }
@@ -189,8 +193,8 @@ mod tests {
         );
         let next = act(&n, 1).0.unwrap();
         let states = &next.status.ipam.release_ips;
-        assert_eq!(states["10.0.0.1"], DO_NOT_RELEASE);
-        assert_eq!(states["10.0.0.2"], READY_FOR_RELEASE);
+        assert_eq!(states["10.0.0.1"], ReleaseState::DoNotRelease);
+        assert_eq!(states["10.0.0.2"], ReleaseState::ReadyForRelease);
         assert!(
             !states.contains_key("10.0.0.9"),
             "released and gone from the pool"

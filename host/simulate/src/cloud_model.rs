@@ -12,20 +12,38 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use crate::cloud::{
+use ipam_cloud::rate::RateLimits;
+use ipam_cloud::{
     Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits,
-    NetworkInterface, ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+    NetworkInterface, Operation, ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
-use crate::limits::{cost, Kind, LimitsConfig, TokenBucket};
+use ipam_pool::token_bucket::TokenBucket;
 
-/// Milliseconds each operation takes (WIT names); unnamed ones take `default`.
+/// Milliseconds each operation takes (keyed by WIT names in a scenario
+/// file; an unknown name is refused); unnamed ones take `default`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Latency {
     #[serde(default = "Latency::default_ms")]
     pub default_ms: u64,
-    #[serde(default)]
-    pub operations: BTreeMap<String, u64>,
+    #[serde(default, deserialize_with = "operation_map")]
+    pub operations: BTreeMap<Operation, u64>,
+}
+
+/// A map keyed by WIT operation names, each checked.
+fn operation_map<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<Operation, u64>, D::Error> {
+    BTreeMap::<String, u64>::deserialize(deserializer)?
+        .into_iter()
+        .map(|(name, ms)| match Operation::from_wit_name(&name) {
+            Some(operation) => Ok((operation, ms)),
+            None => Err(serde::de::Error::custom(format!(
+                "unknown operation {name:?}; the operations are {}",
+                Operation::ALL.map(Operation::wit_name).join(", ")
+            ))),
+        })
+        .collect()
 }
 
 impl Latency {
@@ -37,25 +55,23 @@ impl Latency {
     /// unassign ~0.3 s, create + attach + modify ~1.5 s, detach + delete ~1 s.
     pub fn ec2_like() -> Self {
         let operations = [
-            ("get-instances", 200),
-            ("assign-ips", 300),
-            ("unassign-ips", 300),
-            ("create-interface", 1500),
-            ("delete-interface", 1000),
+            (Operation::GetInstances, 200),
+            (Operation::AssignIps, 300),
+            (Operation::UnassignIps, 300),
+            (Operation::CreateInterface, 1500),
+            (Operation::DeleteInterface, 1000),
         ]
-        .into_iter()
-        .map(|(op, ms)| (op.to_string(), ms))
-        .collect();
+        .into();
         Self {
             default_ms: 150,
             operations,
         }
     }
 
-    pub fn of(&self, operation: &str) -> Duration {
+    pub fn of(&self, operation: Operation) -> Duration {
         Duration::from_millis(
             self.operations
-                .get(operation)
+                .get(&operation)
                 .copied()
                 .unwrap_or(self.default_ms),
         )
@@ -71,37 +87,32 @@ impl Default for Latency {
 /// Calls that reached the model, by operation, and how many it refused.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelCounts {
-    pub calls: BTreeMap<&'static str, u64>,
-    pub throttled: BTreeMap<&'static str, u64>,
+    pub calls: BTreeMap<Operation, u64>,
+    pub throttled: BTreeMap<Operation, u64>,
 }
 
 pub struct CloudModel<C> {
     inner: C,
     latency: Latency,
-    buckets: Mutex<[TokenBucket; 3]>,
+    limits: RateLimits,
+    buckets: Mutex<Vec<TokenBucket>>,
     counts: Mutex<ModelCounts>,
 }
 
-fn index(kind: Kind) -> usize {
-    match kind {
-        Kind::Describe => 0,
-        Kind::Mutate => 1,
-        Kind::Attach => 2,
-    }
-}
-
 impl<C: CloudApi> CloudModel<C> {
-    /// The cloud's buckets are `limits`' (the client may use others).
-    pub fn new(inner: C, latency: Latency, limits: &LimitsConfig) -> Self {
-        let now = Instant::now();
+    /// The cloud enforces `limits` (the client may keep to others).
+    pub fn new(inner: C, latency: Latency, limits: RateLimits) -> Self {
+        let now = Instant::now().into_std();
+        let buckets = limits
+            .buckets()
+            .iter()
+            .map(|(_, config)| TokenBucket::new(*config, now))
+            .collect();
         Self {
             inner,
             latency,
-            buckets: Mutex::new([
-                TokenBucket::new(limits.describe, now),
-                TokenBucket::new(limits.mutate, now),
-                TokenBucket::new(limits.attach, now),
-            ]),
+            limits,
+            buckets: Mutex::new(buckets),
             counts: Mutex::new(ModelCounts::default()),
         }
     }
@@ -119,13 +130,13 @@ impl<C: CloudApi> CloudModel<C> {
 
     /// Admit the call or refuse it as throttled. All of an operation's
     /// tokens are taken together or none are.
-    fn admit(&self, operation: &'static str) -> Result<(), CloudError> {
-        let now = Instant::now();
+    fn admit(&self, operation: Operation) -> Result<(), CloudError> {
+        let now = Instant::now().into_std();
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let mut trial = buckets.clone();
         let mut refused = Duration::ZERO;
-        for (kind, tokens) in cost(operation) {
-            if let Err(wait) = trial[index(*kind)].try_take(*tokens, now) {
+        for &(bucket, tokens) in self.limits.cost(operation) {
+            if let Some(Err(wait)) = trial.get_mut(bucket).map(|b| b.try_take(tokens, now)) {
                 refused = refused.max(wait);
             }
         }
@@ -143,7 +154,7 @@ impl<C: CloudApi> CloudModel<C> {
         }
     }
 
-    async fn call<T, Fut>(&self, operation: &'static str, call: Fut) -> Result<T, CloudError>
+    async fn call<T, Fut>(&self, operation: Operation, call: Fut) -> Result<T, CloudError>
     where
         Fut: std::future::Future<Output = Result<T, CloudError>>,
     {
@@ -165,20 +176,24 @@ impl<C: CloudApi> CloudApi for CloudModel<C> {
     }
 
     async fn get_vpcs(&self) -> Result<Vec<Vpc>, CloudError> {
-        self.call("get-vpcs", self.inner.get_vpcs()).await
+        self.call(Operation::GetVpcs, self.inner.get_vpcs()).await
     }
 
     async fn get_subnets(&self) -> Result<Vec<Subnet>, CloudError> {
-        self.call("get-subnets", self.inner.get_subnets()).await
-    }
-
-    async fn get_security_groups(&self) -> Result<Vec<SecurityGroup>, CloudError> {
-        self.call("get-security-groups", self.inner.get_security_groups())
+        self.call(Operation::GetSubnets, self.inner.get_subnets())
             .await
     }
 
+    async fn get_security_groups(&self) -> Result<Vec<SecurityGroup>, CloudError> {
+        self.call(
+            Operation::GetSecurityGroups,
+            self.inner.get_security_groups(),
+        )
+        .await
+    }
+
     async fn get_instances(&self, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
-        self.call("get-instances", self.inner.get_instances(ids))
+        self.call(Operation::GetInstances, self.inner.get_instances(ids))
             .await
     }
 
@@ -187,7 +202,7 @@ impl<C: CloudApi> CloudApi for CloudModel<C> {
         tags: &[Tag],
     ) -> Result<Vec<NetworkInterface>, CloudError> {
         self.call(
-            "get-detached-interfaces",
+            Operation::GetDetachedInterfaces,
             self.inner.get_detached_interfaces(tags),
         )
         .await
@@ -195,7 +210,7 @@ impl<C: CloudApi> CloudApi for CloudModel<C> {
 
     async fn get_instance_limits(&self, instance_type: &str) -> Result<Limits, CloudError> {
         self.call(
-            "get-instance-limits",
+            Operation::GetInstanceLimits,
             self.inner.get_instance_limits(instance_type),
         )
         .await
@@ -205,13 +220,16 @@ impl<C: CloudApi> CloudApi for CloudModel<C> {
         &self,
         request: &CreateInterfaceRequest,
     ) -> Result<NetworkInterface, CloudError> {
-        self.call("create-interface", self.inner.create_interface(request))
-            .await
+        self.call(
+            Operation::CreateInterface,
+            self.inner.create_interface(request),
+        )
+        .await
     }
 
     async fn delete_interface(&self, interface_id: &str) -> Result<(), CloudError> {
         self.call(
-            "delete-interface",
+            Operation::DeleteInterface,
             self.inner.delete_interface(interface_id),
         )
         .await
@@ -222,8 +240,11 @@ impl<C: CloudApi> CloudApi for CloudModel<C> {
         interface_id: &str,
         request: IpRequest,
     ) -> Result<Assigned, CloudError> {
-        self.call("assign-ips", self.inner.assign_ips(interface_id, request))
-            .await
+        self.call(
+            Operation::AssignIps,
+            self.inner.assign_ips(interface_id, request),
+        )
+        .await
     }
 
     async fn unassign_ips(
@@ -233,7 +254,7 @@ impl<C: CloudApi> CloudApi for CloudModel<C> {
         prefixes: &[String],
     ) -> Result<(), CloudError> {
         self.call(
-            "unassign-ips",
+            Operation::UnassignIps,
             self.inner.unassign_ips(interface_id, addresses, prefixes),
         )
         .await

@@ -14,18 +14,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cloud::{CloudApi, Tag};
-use crate::ipam::allocate::CLUSTER_TAG;
-use crate::ipam::cache::InstanceCache;
-use crate::ipam::engine::{Engine, EngineState};
-use crate::ipam::maintain::Maintainer;
-use crate::ipam::node::CiliumNode;
-use crate::ipam::store::MemoryNodeStore;
-use crate::limits::{LimitedCloud, LimitsConfig};
-use crate::metrics::Metrics;
-use crate::provider::{CallLimits, LoadError, ProviderConfig, ProviderRuntime, WasmProvider};
 pub use agents::AgentTick;
 pub use cloud_model::{CloudModel, Latency};
+use ipam_ciliumnode::CiliumNode;
+use ipam_cloud::CloudApi;
+use ipam_clouds::Cloud;
+use ipam_engine::{
+    Engine, EngineState, InstanceCache, LimitedCloud, Maintainer, MemoryNodeStore, Metrics,
+    NodeStore,
+};
+use ipam_pool::tags::cluster_tag;
+use ipam_provider_runtime::{CallLimits, LoadError, ProviderConfig, ProviderRuntime, WasmProvider};
 pub use scenario::{Scenario, ScenarioError, DEFAULT_SCENARIO};
 pub use summary::{PhaseResult, Summary};
 
@@ -38,11 +37,11 @@ pub enum SimulateError {
     #[error("loading the provider: {0}")]
     Load(#[from] LoadError),
     #[error(transparent)]
-    Store(#[from] crate::ipam::store::StoreError),
+    Store(#[from] ipam_engine::StoreError),
     #[error("reading the final cloud state: {0}")]
-    Cloud(#[from] crate::cloud::CloudError),
+    Cloud(#[from] ipam_cloud::CloudError),
     #[error("the engine stopped: {0}")]
-    Engine(#[from] crate::ipam::engine::EngineError),
+    Engine(#[from] ipam_engine::EngineError),
 }
 
 /// A progress report, every `progress-seconds` of simulated time.
@@ -94,11 +93,13 @@ pub async fn run(
         ..CallLimits::default()
     };
     let provider = runtime.load(module, config).await?;
-    let limits = LimitsConfig::aws();
+    // The simulated cloud is EC2-like: its rate model is EC2's, enforced by
+    // the cloud model and kept to by the engine.
+    let limits = Cloud::Aws.rate_limits();
     let metrics = Arc::new(Metrics::new());
     let cloud: Arc<SimCloud> = Arc::new(
         LimitedCloud::new(
-            CloudModel::new(provider, scenario.latency.clone(), &limits),
+            CloudModel::new(provider, scenario.latency.clone(), limits.clone()),
             limits,
         )
         .with_metrics(metrics.clone()),
@@ -173,12 +174,9 @@ pub async fn run(
 
     let provider = cloud.inner().inner();
     let instances = provider.get_instances(&[]).await?;
-    let ours = [Tag {
-        key: CLUSTER_TAG.into(),
-        value: CLUSTER.into(),
-    }];
+    let ours = [cluster_tag(CLUSTER)];
     let leaked_left = provider.get_detached_interfaces(&ours).await?.len();
-    let nodes = crate::ipam::store::NodeStore::list(store.as_ref()).await?;
+    let nodes = NodeStore::list(store.as_ref()).await?;
     let engine_final = engine_state.borrow().clone();
     Ok(summary::summarize(summary::Inputs {
         scenario,

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::cloud_model::Latency;
-use crate::ipam::engine::EngineConfig;
-use crate::ipam::maintain::EngineSettings;
-use crate::ipam::node::NodeSpec;
+use ipam_ciliumnode::NodeSpec;
+use ipam_engine::{EngineConfig, EngineSettings};
+
+use crate::cloud_model::Latency;
 
 pub const DEFAULT_SCENARIO: &str = include_str!("default-scenario.yaml");
 

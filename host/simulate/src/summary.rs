@@ -5,14 +5,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
-use super::agents::AgentTick;
-use super::cloud_model::ModelCounts;
-use super::scenario::Scenario;
-use crate::cloud::Instance;
-use crate::ipam::engine::EngineState;
-use crate::ipam::node::CiliumNode;
-use crate::ipam::select::pool_addresses;
-use crate::metrics::Metrics;
+use ipam_ciliumnode::CiliumNode;
+use ipam_cloud::{Instance, Operation};
+use ipam_engine::{EngineState, Metrics};
+use ipam_pool::select::pool_addresses;
+
+use crate::agents::AgentTick;
+use crate::cloud_model::ModelCounts;
+use crate::scenario::Scenario;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PhaseResult {
@@ -39,7 +39,7 @@ pub struct Summary {
     /// Problems found by the address check; empty when all is well.
     pub address_problems: Vec<String>,
     /// Per operation: calls that reached the cloud, and those it throttled.
-    pub calls: BTreeMap<&'static str, (u64, u64)>,
+    pub calls: BTreeMap<Operation, (u64, u64)>,
     pub engine: EngineState,
 }
 
@@ -99,13 +99,13 @@ fn address_problems(instances: &[Instance], nodes: &[CiliumNode]) -> Vec<String>
     problems
 }
 
-pub(super) fn summarize(inputs: Inputs<'_>) -> Summary {
-    let mut calls: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+pub(crate) fn summarize(inputs: Inputs<'_>) -> Summary {
+    let mut calls: BTreeMap<Operation, (u64, u64)> = BTreeMap::new();
     for (op, n) in &inputs.model.calls {
-        calls.entry(op).or_default().0 = *n;
+        calls.entry(*op).or_default().0 = *n;
     }
     for (op, n) in &inputs.model.throttled {
-        calls.entry(op).or_default().1 = *n;
+        calls.entry(*op).or_default().1 = *n;
     }
     Summary {
         name: inputs.scenario.name.clone(),
@@ -119,8 +119,12 @@ pub(super) fn summarize(inputs: Inputs<'_>) -> Summary {
             .flat_map(|i| &i.interfaces)
             .filter(|e| e.index != 0)
             .count(),
-        interfaces_created: inputs.metrics.api_calls_with("create-interface", "ok"),
-        interfaces_deleted: inputs.metrics.api_calls_with("delete-interface", "ok"),
+        interfaces_created: inputs
+            .metrics
+            .api_calls_with(Operation::CreateInterface, "ok"),
+        interfaces_deleted: inputs
+            .metrics
+            .api_calls_with(Operation::DeleteInterface, "ok"),
         leaked_left: inputs.leaked_left,
         address_problems: address_problems(inputs.instances, inputs.nodes),
         calls,

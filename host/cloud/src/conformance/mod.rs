@@ -10,7 +10,7 @@ mod reading;
 
 use std::fmt;
 
-use crate::cloud::CloudApi;
+use crate::CloudApi;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {

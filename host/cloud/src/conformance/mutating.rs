@@ -3,7 +3,7 @@
 
 use super::reading::{address, cidr, Snapshot};
 use super::Recorder;
-use crate::cloud::{
+use crate::{
     CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits, NetworkInterface,
     ProviderError, Tag,
 };

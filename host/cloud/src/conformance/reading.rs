@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 
 use super::Recorder;
-use crate::cloud::{CloudApi, Instance, Limits, ProviderError, SecurityGroup, Subnet, Vpc};
+use crate::{CloudApi, Instance, Limits, ProviderError, SecurityGroup, Subnet, Vpc};
 
 /// What the read checks saw, for the mutating checks to build on.
 pub struct Snapshot {

@@ -15,8 +15,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Method;
 
-use super::credentials::{CredentialSource, Credentials};
-use super::host_http::request;
+use ipam_cloud::credentials::{CredentialSource, Credentials};
+use ipam_http_client::request;
+
+use super::imds::Imds;
 
 pub const ACCESS_KEY_ID: &str = "access-key-id";
 pub const SECRET_ACCESS_KEY: &str = "secret-access-key";
@@ -165,7 +167,7 @@ fn credentials(
 /// RFC 3339 (`2026-11-21T21:00:00Z`) to unix seconds.
 fn unix_seconds(text: &str) -> Option<u64> {
     text.trim()
-        .parse::<k8s_openapi::jiff::Timestamp>()
+        .parse::<jiff::Timestamp>()
         .ok()
         .and_then(|t| u64::try_from(t.as_second()).ok())
 }
@@ -247,48 +249,21 @@ async fn web_identity(
 
 async fn instance_profile(config: &AwsCredentialConfig) -> Result<Credentials, AwsCredentialError> {
     let fail = endpoint_error("IMDSv2");
-    let base = config.imds_endpoint.trim_end_matches('/');
-    let token = request(
-        Method::PUT,
-        &format!("{base}/latest/api/token"),
-        &[("x-aws-ec2-metadata-token-ttl-seconds", "21600".into())],
-        Bytes::new(),
-    )
-    .await
-    .map_err(|e| fail(e.to_string()))?;
-    if !token.status.is_success() {
-        return Err(fail(format!("token: {}", token.status)));
-    }
-    let token = String::from_utf8_lossy(&token.body).trim().to_string();
-    let header = [("x-aws-ec2-metadata-token", token)];
-    let roles_url = format!("{base}/latest/meta-data/iam/security-credentials/");
-    let roles = request(Method::GET, &roles_url, &header, Bytes::new())
+    let imds = Imds::new(&config.imds_endpoint);
+    let session = imds.session().await.map_err(|e| fail(e.to_string()))?;
+    let roles = session
+        .get("iam/security-credentials/")
         .await
-        .map_err(|e| fail(e.to_string()))?;
-    if !roles.status.is_success() {
-        return Err(fail(format!("no instance profile: {}", roles.status)));
-    }
-    let role = String::from_utf8_lossy(&roles.body)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string();
+        .map_err(|e| fail(format!("no instance profile: {e}")))?;
+    let role = roles.lines().next().unwrap_or_default().trim().to_string();
     if role.is_empty() {
         return Err(fail("no instance profile role".into()));
     }
-    let answer = request(
-        Method::GET,
-        &format!("{roles_url}{role}"),
-        &header,
-        Bytes::new(),
-    )
-    .await
-    .map_err(|e| fail(e.to_string()))?;
-    if !answer.status.is_success() {
-        return Err(fail(format!("role {role}: {}", answer.status)));
-    }
-    json_credentials(&answer.body, &format!("role {role}"), fail)
+    let answer = session
+        .get(&format!("iam/security-credentials/{role}"))
+        .await
+        .map_err(|e| fail(format!("role {role}: {e}")))?;
+    json_credentials(answer.as_bytes(), &format!("role {role}"), fail)
 }
 
 /// The JSON document IMDS and container endpoints answer with.
@@ -400,7 +375,7 @@ impl RefreshingCredentials {
                     return;
                 };
                 drop(this);
-                let now = crate::clock::unix_now();
+                let now = wall_clock_unix();
                 let wait = Duration::from_secs(expires_at.saturating_sub(now))
                     .saturating_sub(REFRESH_AHEAD);
                 tokio::time::sleep(wait).await;
@@ -427,6 +402,14 @@ impl RefreshingCredentials {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
+}
+
+/// Unix seconds by the wall clock: credential expiry is the issuer's wall
+/// time, whatever clock the rest of the process follows.
+fn wall_clock_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn source_kind(source: &AwsSource) -> &'static str {

@@ -2,17 +2,20 @@
 
 use std::sync::Mutex;
 
+use ipam_cloud::rate::{BucketConfig, RetryPolicy};
+use ipam_cloud::ProviderError;
+
 use super::*;
 
 /// Records each call's operation and (virtual) time; fails calls as scripted.
 struct FakeCloud {
     info: ProviderInfo,
-    calls: Mutex<Vec<(&'static str, Instant)>>,
-    failures: Mutex<Vec<(&'static str, ProviderError)>>,
+    calls: Mutex<Vec<(Operation, Instant)>>,
+    failures: Mutex<Vec<(Operation, ProviderError)>>,
 }
 
 impl FakeCloud {
-    fn new(failures: Vec<(&'static str, ProviderError)>) -> Self {
+    fn new(failures: Vec<(Operation, ProviderError)>) -> Self {
         let info = ProviderInfo {
             name: "fake".into(),
             version: "0.0.0".into(),
@@ -26,7 +29,7 @@ impl FakeCloud {
         }
     }
 
-    fn called(&self, operation: &'static str) -> Result<(), CloudError> {
+    fn called(&self, operation: Operation) -> Result<(), CloudError> {
         self.calls.lock().unwrap().push((operation, Instant::now()));
         let mut failures = self.failures.lock().unwrap();
         match failures.iter().position(|(op, _)| *op == operation) {
@@ -38,7 +41,7 @@ impl FakeCloud {
         }
     }
 
-    fn times(&self, operation: &str) -> Vec<Duration> {
+    fn times(&self, operation: Operation) -> Vec<Duration> {
         let calls = self.calls.lock().unwrap();
         let start = calls.first().map(|(_, t)| *t).unwrap_or_else(Instant::now);
         calls
@@ -55,25 +58,27 @@ impl CloudApi for FakeCloud {
         &self.info
     }
     async fn get_vpcs(&self) -> Result<Vec<Vpc>, CloudError> {
-        self.called("get-vpcs").map(|()| Vec::new())
+        self.called(Operation::GetVpcs).map(|()| Vec::new())
     }
     async fn get_subnets(&self) -> Result<Vec<Subnet>, CloudError> {
-        self.called("get-subnets").map(|()| Vec::new())
+        self.called(Operation::GetSubnets).map(|()| Vec::new())
     }
     async fn get_security_groups(&self) -> Result<Vec<SecurityGroup>, CloudError> {
-        self.called("get-security-groups").map(|()| Vec::new())
+        self.called(Operation::GetSecurityGroups)
+            .map(|()| Vec::new())
     }
     async fn get_instances(&self, _ids: &[String]) -> Result<Vec<Instance>, CloudError> {
-        self.called("get-instances").map(|()| Vec::new())
+        self.called(Operation::GetInstances).map(|()| Vec::new())
     }
     async fn get_detached_interfaces(
         &self,
         _tags: &[Tag],
     ) -> Result<Vec<NetworkInterface>, CloudError> {
-        self.called("get-detached-interfaces").map(|()| Vec::new())
+        self.called(Operation::GetDetachedInterfaces)
+            .map(|()| Vec::new())
     }
     async fn get_instance_limits(&self, _t: &str) -> Result<Limits, CloudError> {
-        self.called("get-instance-limits").map(|()| Limits {
+        self.called(Operation::GetInstanceLimits).map(|()| Limits {
             max_interfaces: 1,
             ipv4_per_interface: 1,
             ipv6_per_interface: 0,
@@ -84,25 +89,27 @@ impl CloudApi for FakeCloud {
         &self,
         r: &CreateInterfaceRequest,
     ) -> Result<NetworkInterface, CloudError> {
-        self.called("create-interface").map(|()| NetworkInterface {
-            id: "eni".into(),
-            mac: String::new(),
-            index: r.index,
-            subnet_id: r.subnet_id.clone(),
-            vpc_id: String::new(),
-            primary_ip: String::new(),
-            addresses: Vec::new(),
-            prefixes: Vec::new(),
-            security_groups: Vec::new(),
-            tags: Vec::new(),
-            instance_id: None,
-        })
+        self.called(Operation::CreateInterface)
+            .map(|()| NetworkInterface {
+                id: "eni".into(),
+                mac: String::new(),
+                index: r.index,
+                subnet_id: r.subnet_id.clone(),
+                vpc_id: String::new(),
+                primary_ip: String::new(),
+                addresses: Vec::new(),
+                prefixes: Vec::new(),
+                security_groups: Vec::new(),
+                tags: Vec::new(),
+                instance_id: None,
+            })
     }
     async fn delete_interface(&self, _id: &str) -> Result<(), CloudError> {
-        self.called("delete-interface")
+        self.called(Operation::DeleteInterface)
     }
     async fn assign_ips(&self, _id: &str, _r: IpRequest) -> Result<Assigned, CloudError> {
-        self.called("assign-ips").map(|()| Assigned::default())
+        self.called(Operation::AssignIps)
+            .map(|()| Assigned::default())
     }
     async fn unassign_ips(
         &self,
@@ -110,22 +117,34 @@ impl CloudApi for FakeCloud {
         _a: &[String],
         _p: &[String],
     ) -> Result<(), CloudError> {
-        self.called("unassign-ips")
+        self.called(Operation::UnassignIps)
     }
 }
 
-fn config(describe: (f64, f64), mutate: (f64, f64), attach: (f64, f64)) -> LimitsConfig {
+/// Three buckets as EC2 has them: reads, mutations, and attach/detach, with
+/// create-interface taking two mutations (create, modify) and an attach.
+fn config(describe: (f64, f64), mutate: (f64, f64), attach: (f64, f64)) -> RateLimits {
     let bucket = |(burst, per_second)| BucketConfig { burst, per_second };
-    LimitsConfig {
-        describe: bucket(describe),
-        mutate: bucket(mutate),
-        attach: bucket(attach),
-        retry: RetryPolicy {
-            max_attempts: 4,
-            base: Duration::from_millis(100),
-            cap: Duration::from_secs(2),
-        },
+    let mut limits = RateLimits::new([
+        ("describe", bucket(describe)),
+        ("mutate", bucket(mutate)),
+        ("attach", bucket(attach)),
+    ])
+    .with_retry(RetryPolicy {
+        max_attempts: 4,
+        base: Duration::from_millis(100),
+        cap: Duration::from_secs(2),
+    });
+    for operation in Operation::ALL {
+        let cost: &[(&str, f64)] = match operation {
+            Operation::CreateInterface => &[("mutate", 2.0), ("attach", 1.0)],
+            Operation::DeleteInterface => &[("mutate", 1.0), ("attach", 1.0)],
+            Operation::AssignIps | Operation::UnassignIps => &[("mutate", 1.0)],
+            _ => &[("describe", 1.0)],
+        };
+        limits = limits.with_cost(operation, cost).expect("declared buckets");
     }
+    limits
 }
 
 fn request() -> CreateInterfaceRequest {
@@ -156,7 +175,7 @@ async fn describe_calls_burst_then_keep_to_the_rate() {
         cloud.get_subnets().await.unwrap();
     }
     assert_eq!(
-        ms(&cloud.inner().times("get-subnets")),
+        ms(&cloud.inner().times(Operation::GetSubnets)),
         vec![0, 0, 0, 100, 200]
     );
 }
@@ -177,8 +196,11 @@ async fn kinds_have_separate_buckets() {
         .assign_ips("eni", IpRequest::Addresses(1))
         .await
         .unwrap();
-    assert_eq!(ms(&cloud.inner().times("get-vpcs")), vec![0]);
-    assert_eq!(ms(&cloud.inner().times("assign-ips")), vec![0, 1000]);
+    assert_eq!(ms(&cloud.inner().times(Operation::GetVpcs)), vec![0]);
+    assert_eq!(
+        ms(&cloud.inner().times(Operation::AssignIps)),
+        vec![0, 1000]
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -190,7 +212,7 @@ async fn create_interface_costs_two_mutations_and_an_attach() {
     cloud.create_interface(&request()).await.unwrap();
     cloud.create_interface(&request()).await.unwrap();
     assert_eq!(
-        ms(&cloud.inner().times("create-interface")),
+        ms(&cloud.inner().times(Operation::CreateInterface)),
         vec![0, 1000],
         "the second waits for two mutate tokens"
     );
@@ -199,7 +221,10 @@ async fn create_interface_costs_two_mutations_and_an_attach() {
 #[tokio::test(start_paused = true)]
 async fn throttled_calls_are_retried_no_sooner_than_retry_after() {
     let throttled = ProviderError::Throttled(Duration::from_millis(1500));
-    let failures = vec![("assign-ips", throttled.clone()), ("assign-ips", throttled)];
+    let failures = vec![
+        (Operation::AssignIps, throttled.clone()),
+        (Operation::AssignIps, throttled),
+    ];
     let cloud = LimitedCloud::new(
         FakeCloud::new(failures),
         config((10.0, 10.0), (10.0, 10.0), (10.0, 10.0)),
@@ -208,7 +233,7 @@ async fn throttled_calls_are_retried_no_sooner_than_retry_after() {
         .assign_ips("eni", IpRequest::Addresses(1))
         .await
         .expect("succeeds on the third attempt");
-    let times = cloud.inner().times("assign-ips");
+    let times = cloud.inner().times(Operation::AssignIps);
     assert_eq!(times.len(), 3);
     assert!(
         times[1] >= Duration::from_millis(1500)
@@ -221,8 +246,8 @@ async fn throttled_calls_are_retried_no_sooner_than_retry_after() {
 async fn transient_errors_are_retried_only_where_repeating_is_safe() {
     let transient = || ProviderError::Transient("503".into());
     let failures = vec![
-        ("create-interface", transient()),
-        ("delete-interface", transient()),
+        (Operation::CreateInterface, transient()),
+        (Operation::DeleteInterface, transient()),
     ];
     let cloud = LimitedCloud::new(
         FakeCloud::new(failures),
@@ -233,23 +258,23 @@ async fn transient_errors_are_retried_only_where_repeating_is_safe() {
         matches!(error.provider_error(), Some(ProviderError::Transient(_))),
         "may have happened: not repeated"
     );
-    assert_eq!(cloud.inner().times("create-interface").len(), 1);
+    assert_eq!(cloud.inner().times(Operation::CreateInterface).len(), 1);
     cloud
         .delete_interface("eni")
         .await
         .expect("idempotent: repeated");
-    assert_eq!(cloud.inner().times("delete-interface").len(), 2);
+    assert_eq!(cloud.inner().times(Operation::DeleteInterface).len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
 async fn retries_stop_after_the_last_attempt_and_other_errors_are_not_retried() {
-    let throttled = || ("get-vpcs", ProviderError::Throttled(Duration::ZERO));
+    let throttled = || (Operation::GetVpcs, ProviderError::Throttled(Duration::ZERO));
     let failures = vec![
         throttled(),
         throttled(),
         throttled(),
         throttled(),
-        ("get-subnets", ProviderError::NotFound("x".into())),
+        (Operation::GetSubnets, ProviderError::NotFound("x".into())),
     ];
     let cloud = LimitedCloud::new(
         FakeCloud::new(failures),
@@ -257,12 +282,12 @@ async fn retries_stop_after_the_last_attempt_and_other_errors_are_not_retried() 
     );
     assert!(cloud.get_vpcs().await.is_err());
     assert_eq!(
-        cloud.inner().times("get-vpcs").len(),
+        cloud.inner().times(Operation::GetVpcs).len(),
         4,
         "max_attempts in all"
     );
     assert!(cloud.get_subnets().await.is_err());
-    assert_eq!(cloud.inner().times("get-subnets").len(), 1);
+    assert_eq!(cloud.inner().times(Operation::GetSubnets).len(), 1);
 }
 
 #[test]

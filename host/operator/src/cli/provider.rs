@@ -8,16 +8,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use ipam_host::conformance;
-use ipam_host::provider::credentials::{Credentials, StaticCredentials};
-use ipam_host::provider::oci::{self, OciReference};
-use ipam_host::provider::{
-    self, default_cache_dir, resolve_module, CallLimits, ProviderConfig, ProviderRuntime,
-    RuntimeConfig,
+use ipam_cloud::conformance;
+use ipam_cloud::credentials::{Credentials, StaticCredentials};
+use ipam_provider_runtime::oci::{self, OciReference};
+use ipam_provider_runtime::{
+    default_cache_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig,
 };
 
+use crate::modules::{resolve_module, search_path};
+
 /// The mock provider's default cloud, used when `mock` runs without --config.
-const MOCK_DEFAULT_SETTINGS: &str = include_str!("../../../providers/mock/default-settings.yaml");
+const MOCK_DEFAULT_SETTINGS: &str =
+    include_str!("../../../../providers/mock/default-settings.yaml");
 
 #[derive(Subcommand)]
 pub enum ProviderCommand {
@@ -61,7 +63,8 @@ pub struct RunArgs {
 
 /// Read a YAML or JSON document and give it as JSON text.
 fn settings_json(text: &str, origin: &str) -> anyhow::Result<String> {
-    provider::settings_json(text).with_context(|| format!("{origin}: not YAML or JSON"))
+    ipam_provider_runtime::settings_json(text)
+        .with_context(|| format!("{origin}: not YAML or JSON"))
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {
@@ -127,7 +130,7 @@ pub(super) async fn module_bytes(module: &str) -> anyhow::Result<(PathBuf, Vec<u
             .with_context(|| format!("pulling {module}"))?;
         return Ok((PathBuf::from(module), bytes));
     }
-    let path = resolve_module(module);
+    let path = resolve_module(module, &search_path())?;
     let bytes = std::fs::read(&path).with_context(|| {
         format!(
             "reading module {} (built components come from `cargo xtask providers`)",

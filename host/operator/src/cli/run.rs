@@ -9,23 +9,52 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
-use ipam_host::cloud::CloudApi;
-use ipam_host::ipam::engine::EngineConfig;
-use ipam_host::ipam::maintain::EngineSettings;
-use ipam_host::k8s::lease::{LeaderElection, LeaseConfig};
-use ipam_host::k8s::operator::Operator;
-use ipam_host::k8s::store::{KubeNodeStore, FIELD_MANAGER};
-use ipam_host::limits::{LimitedCloud, LimitsConfig};
-use ipam_host::metrics::Metrics;
-use ipam_host::provider::aws_credentials::{AwsCredentialConfig, RefreshingCredentials};
-use ipam_host::provider::aws_egress::default_egress;
-use ipam_host::provider::module::sha256_hex;
-use ipam_host::provider::{CallLimits, ProviderRuntime, RuntimeConfig};
-use ipam_host::serve::{serve, Endpoints};
+use clap::{Args, ValueEnum};
+use ipam_cloud::CloudApi;
+use ipam_clouds::aws::credentials::{AwsCredentialConfig, RefreshingCredentials};
+use ipam_clouds::Cloud;
+use ipam_engine::{EngineConfig, EngineSettings, LimitedCloud, Metrics};
+use ipam_k8s::lease::{LeaderElection, LeaseConfig};
+use ipam_k8s::operator::Operator;
+use ipam_k8s::store::{KubeNodeStore, FIELD_MANAGER};
+use ipam_provider_module::sha256_hex;
+use ipam_provider_runtime::{CallLimits, ProviderRuntime, RuntimeConfig};
 use tokio::sync::watch;
 
 use super::provider::{load_config, module_bytes};
+use crate::serve::{serve, Endpoints};
+
+/// The cloud the provider talks to: its rate model and its provider's
+/// default egress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CloudArg {
+    /// A cloud the host does not know: Cilium's client-side limit (one
+    /// bucket, 4/s, burst 20), no default egress.
+    Generic,
+    /// EC2's per-API buckets; the AWS provider's EC2 endpoint as default
+    /// egress.
+    Aws,
+}
+
+impl From<CloudArg> for Cloud {
+    fn from(arg: CloudArg) -> Self {
+        match arg {
+            CloudArg::Generic => Cloud::Generic,
+            CloudArg::Aws => Cloud::Aws,
+        }
+    }
+}
+
+/// Where the provider's credentials come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CredentialsSource {
+    /// The --provider-credentials file (a mounted Secret), if any.
+    File,
+    /// The AWS chain resolved by the host: AWS_ACCESS_KEY_ID/SECRET env,
+    /// web identity via STS (IRSA), EKS Pod Identity, IMDSv2; refreshed
+    /// before expiry.
+    Aws,
+}
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -46,12 +75,13 @@ pub struct RunArgs {
     /// The provider's credentials (a map of strings), mounted from a Secret.
     #[arg(long, env = "IPAM_PROVIDER_CREDENTIALS", value_name = "FILE")]
     pub provider_credentials: Option<PathBuf>,
-    /// Where the provider's credentials come from: `file` (--provider-credentials,
-    /// a mounted Secret) or `aws` (the AWS chain resolved by the host:
-    /// AWS_ACCESS_KEY_ID/SECRET env, web identity via STS (IRSA), IMDSv2),
-    /// refreshed before expiry.
-    #[arg(long, env = "IPAM_CREDENTIALS_SOURCE", default_value = "file", value_parser = ["file", "aws"])]
-    pub credentials_source: String,
+    /// Where the provider's credentials come from.
+    #[arg(long, env = "IPAM_CREDENTIALS_SOURCE", value_enum, default_value_t = CredentialsSource::File)]
+    pub credentials_source: CredentialsSource,
+    /// The cloud the provider talks to: the rate model the engine keeps to
+    /// and the default egress allow-list.
+    #[arg(long, env = "IPAM_CLOUD", value_enum, default_value_t = CloudArg::Generic)]
+    pub cloud: CloudArg,
     /// An origin the provider may reach (scheme://host[:port]); repeatable.
     #[arg(
         long = "allow-egress",
@@ -186,14 +216,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             memory_bytes: args.provider_memory_mib << 20,
         },
     )?;
-    if args.credentials_source == "aws" {
-        provider_config.credentials = RefreshingCredentials::start(AwsCredentialConfig::from_env())
-            .await
-            .context("resolving AWS credentials")?;
-        if provider_config.egress.is_empty() {
-            provider_config.egress = default_egress(&provider_config.settings)
-                .context("the AWS provider's default egress allow-list")?;
-            tracing::info!(egress = ?provider_config.egress, "egress allow-list: the AWS provider's default");
+    match args.credentials_source {
+        CredentialsSource::File => {}
+        CredentialsSource::Aws => {
+            provider_config.credentials =
+                RefreshingCredentials::start(AwsCredentialConfig::from_env())
+                    .await
+                    .context("resolving AWS credentials")?;
+        }
+    }
+    let cloud_kind = Cloud::from(args.cloud);
+    if provider_config.egress.is_empty() {
+        provider_config.egress = cloud_kind
+            .default_egress(&provider_config.settings)
+            .with_context(|| format!("the default egress allow-list of cloud {cloud_kind:?}"))?;
+        if !provider_config.egress.is_empty() {
+            tracing::info!(egress = ?provider_config.egress, cloud = ?cloud_kind, "egress allow-list: the cloud's default");
         }
     }
     let runtime = ProviderRuntime::new(RuntimeConfig::default())?;
@@ -203,15 +241,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("loading {}", path.display()))?;
     tracing::info!(provider = %provider.info().name, module = %path.display(), "provider loaded");
     let metrics = Arc::new(Metrics::new());
-    let cloud =
-        Arc::new(LimitedCloud::new(provider, LimitsConfig::aws()).with_metrics(metrics.clone()));
+    let cloud = Arc::new(
+        LimitedCloud::new(provider, cloud_kind.rate_limits()).with_metrics(metrics.clone()),
+    );
 
     let client = kube_client(args.kubeconfig.as_deref()).await?;
-    if args.register_crd && ipam_host::k8s::crd::ensure(client.clone()).await? {
-        tracing::info!(
-            crd = ipam_host::k8s::crd::NAME,
-            "registered the CiliumNode CRD"
-        );
+    if args.register_crd && ipam_k8s::crd::ensure(client.clone()).await? {
+        tracing::info!(crd = ipam_k8s::crd::NAME, "registered the CiliumNode CRD");
     }
     let store = Arc::new(KubeNodeStore::new(client.clone(), FIELD_MANAGER));
     tokio::spawn(store.clone().run());

@@ -5,13 +5,15 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use ipam_host::provider::{resolve_module, ProviderRuntime, RuntimeConfig};
-use ipam_host::simulate::{self, Scenario, DEFAULT_SCENARIO};
+use ipam_provider_runtime::{ProviderRuntime, RuntimeConfig};
+use ipam_simulate::{Scenario, DEFAULT_SCENARIO};
+
+use crate::modules::{resolve_module, search_path};
 
 #[derive(Args)]
 pub struct SimulateArgs {
     /// A scenario file (YAML); the embedded default when left out
-    /// (host/src/simulate/default-scenario.yaml documents the format).
+    /// (`--print-default` shows it; its comments document the format).
     #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,
     /// The mock provider module: a .wasm file or the name of a built component.
@@ -39,7 +41,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         Some(path) => path.display().to_string(),
         None => "the embedded default scenario".into(),
     })?;
-    let module_path = resolve_module(&args.module);
+    let module_path = resolve_module(&args.module, &search_path())?;
     let module = std::fs::read(&module_path).with_context(|| {
         format!(
             "reading {} (build the components first: cargo xtask providers)",
@@ -58,7 +60,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         scenario.duration_seconds,
         module_path.display()
     );
-    let summary = tokio.block_on(simulate::run(&runtime, &module, &scenario, &mut |p| {
+    let summary = tokio.block_on(ipam_simulate::run(&runtime, &module, &scenario, &mut |p| {
         println!("{p}");
     }))?;
     println!();

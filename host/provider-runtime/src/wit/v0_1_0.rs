@@ -1,11 +1,17 @@
-//! Bindings for `ipam:provider@0.1.0` and conversions between its types and the
-//! plain [`crate::cloud`] model. When a new WIT version is released, it gets a
-//! module like this one; the rest of the host only sees the model.
+//! Bindings for `ipam:provider@0.1.0`: the linker's `host` imports, the calls
+//! of its `provider` exports, and conversions between its types and the
+//! plain `ipam-cloud` model. When a new WIT version is released, it gets a
+//! module like this one beside it; the rest of the host only sees the model.
 
-use crate::cloud;
+use ipam_cloud as cloud;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::Store;
+
+use super::GuestResult;
+use crate::state::StoreState;
 
 wasmtime::component::bindgen!({
-    path: "../wit/0.1.0",
+    path: "../../wit/0.1.0",
     world: "ipam-provider",
     exports: { default: async },
     with: {
@@ -16,8 +22,197 @@ wasmtime::component::bindgen!({
     },
 });
 
-pub use ipam::provider::host as wit_host;
+use ipam::provider::host as wit_host;
 use ipam::provider::types as t;
+
+pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    wit_host::add_to_linker::<_, HasSelf<StoreState>>(linker, |state| state)
+}
+
+/// A component linked against this version's world.
+pub struct Pre(IpamProviderPre<StoreState>);
+
+/// An instance of this version's world.
+pub struct Instance(IpamProvider);
+
+impl Pre {
+    pub fn new(linker: &Linker<StoreState>, component: &Component) -> wasmtime::Result<Self> {
+        Ok(Self(IpamProviderPre::new(
+            linker.instantiate_pre(component)?,
+        )?))
+    }
+
+    pub async fn instantiate(&self, store: &mut Store<StoreState>) -> wasmtime::Result<Instance> {
+        Ok(Instance(self.0.instantiate_async(store).await?))
+    }
+}
+
+fn converted<A, B: From<A>>(answer: Result<A, t::Error>) -> Result<B, cloud::ProviderError> {
+    answer.map(Into::into).map_err(Into::into)
+}
+
+fn converted_list<A, B: From<A>>(
+    answer: Result<Vec<A>, t::Error>,
+) -> Result<Vec<B>, cloud::ProviderError> {
+    answer
+        .map(|items| items.into_iter().map(Into::into).collect())
+        .map_err(Into::into)
+}
+
+impl Instance {
+    pub async fn info(
+        &self,
+        store: &mut Store<StoreState>,
+    ) -> wasmtime::Result<cloud::ProviderInfo> {
+        let provider = self.0.ipam_provider_provider();
+        Ok(provider.call_info(store).await?.into())
+    }
+
+    pub async fn configure(
+        &self,
+        store: &mut Store<StoreState>,
+        settings: &str,
+    ) -> GuestResult<()> {
+        let provider = self.0.ipam_provider_provider();
+        Ok(provider
+            .call_configure(store, settings)
+            .await?
+            .map_err(Into::into))
+    }
+
+    pub async fn get_vpcs(&self, store: &mut Store<StoreState>) -> GuestResult<Vec<cloud::Vpc>> {
+        let provider = self.0.ipam_provider_provider();
+        Ok(converted_list(provider.call_get_vpcs(store).await?))
+    }
+
+    pub async fn get_subnets(
+        &self,
+        store: &mut Store<StoreState>,
+    ) -> GuestResult<Vec<cloud::Subnet>> {
+        let provider = self.0.ipam_provider_provider();
+        Ok(converted_list(provider.call_get_subnets(store).await?))
+    }
+
+    pub async fn get_security_groups(
+        &self,
+        store: &mut Store<StoreState>,
+    ) -> GuestResult<Vec<cloud::SecurityGroup>> {
+        let provider = self.0.ipam_provider_provider();
+        Ok(converted_list(
+            provider.call_get_security_groups(store).await?,
+        ))
+    }
+
+    pub async fn get_instances(
+        &self,
+        store: &mut Store<StoreState>,
+        ids: &[String],
+    ) -> GuestResult<Vec<cloud::Instance>> {
+        let provider = self.0.ipam_provider_provider();
+        Ok(converted_list(
+            provider.call_get_instances(store, ids).await?,
+        ))
+    }
+
+    pub async fn get_detached_interfaces(
+        &self,
+        store: &mut Store<StoreState>,
+        tags: &[cloud::Tag],
+    ) -> GuestResult<Vec<cloud::NetworkInterface>> {
+        let tags: Vec<t::Tag> = tags.iter().map(Into::into).collect();
+        let provider = self.0.ipam_provider_provider();
+        Ok(converted_list(
+            provider.call_get_detached_interfaces(store, &tags).await?,
+        ))
+    }
+
+    pub async fn get_instance_limits(
+        &self,
+        store: &mut Store<StoreState>,
+        instance_type: &str,
+    ) -> GuestResult<cloud::Limits> {
+        let provider = self.0.ipam_provider_provider();
+        Ok(converted(
+            provider
+                .call_get_instance_limits(store, instance_type)
+                .await?,
+        ))
+    }
+
+    pub async fn create_interface(
+        &self,
+        store: &mut Store<StoreState>,
+        request: &cloud::CreateInterfaceRequest,
+    ) -> GuestResult<cloud::NetworkInterface> {
+        let request: t::CreateInterfaceRequest = request.into();
+        let provider = self.0.ipam_provider_provider();
+        Ok(converted(
+            provider.call_create_interface(store, &request).await?,
+        ))
+    }
+
+    pub async fn delete_interface(
+        &self,
+        store: &mut Store<StoreState>,
+        interface_id: &str,
+    ) -> GuestResult<()> {
+        let provider = self.0.ipam_provider_provider();
+        Ok(provider
+            .call_delete_interface(store, interface_id)
+            .await?
+            .map_err(Into::into))
+    }
+
+    pub async fn assign_ips(
+        &self,
+        store: &mut Store<StoreState>,
+        interface_id: &str,
+        request: cloud::IpRequest,
+    ) -> GuestResult<cloud::Assigned> {
+        let provider = self.0.ipam_provider_provider();
+        Ok(converted(
+            provider
+                .call_assign_ips(store, interface_id, request.into())
+                .await?,
+        ))
+    }
+
+    pub async fn unassign_ips(
+        &self,
+        store: &mut Store<StoreState>,
+        interface_id: &str,
+        addresses: &[String],
+        prefixes: &[String],
+    ) -> GuestResult<()> {
+        let provider = self.0.ipam_provider_provider();
+        Ok(provider
+            .call_unassign_ips(store, interface_id, addresses, prefixes)
+            .await?
+            .map_err(Into::into))
+    }
+}
+
+/// The `host` interface of this version, served from the store's state.
+impl wit_host::Host for StoreState {
+    fn log(&mut self, level: wit_host::LogLevel, message: String) {
+        let provider = self.provider_name();
+        match level {
+            wit_host::LogLevel::Trace => tracing::trace!(provider, "{message}"),
+            wit_host::LogLevel::Debug => tracing::debug!(provider, "{message}"),
+            wit_host::LogLevel::Info => tracing::info!(provider, "{message}"),
+            wit_host::LogLevel::Warn => tracing::warn!(provider, "{message}"),
+            wit_host::LogLevel::Error => tracing::error!(provider, "{message}"),
+        }
+    }
+
+    fn get_credentials(&mut self) -> Result<wit_host::Credentials, String> {
+        let credentials = self.credentials()?;
+        Ok(wit_host::Credentials {
+            values: credentials.values.into_iter().collect(),
+            expires_at: credentials.expires_at,
+        })
+    }
+}
 
 impl From<t::Tag> for cloud::Tag {
     fn from(tag: t::Tag) -> Self {

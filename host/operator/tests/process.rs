@@ -2,7 +2,7 @@
 //! server on 127.0.0.1, the mock provider; the pool is written, /readyz and
 //! /metrics answer, and SIGTERM hands the lease back.
 
-mod fake_apiserver;
+use ipam_tests::fake_apiserver;
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -68,6 +68,7 @@ async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_leas
         .arg(&kubeconfig)
         .args(["--listen", &listen, "--retry-period-seconds", "1"])
         .env("IPAM_CACHE_DIR", dir.path().join("cache"))
+        .env("IPAM_COMPONENTS_DIR", ipam_tests::components_dir())
         .env("IPAM_LOG", "info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -1,0 +1,107 @@
+//! The plain data a cloud answers with and is asked for: the WIT's records
+//! as the host models them. No behaviour beyond what the types say.
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tag {
+    pub key: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vpc {
+    pub id: String,
+    pub primary_cidr: String,
+    pub cidrs: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subnet {
+    pub id: String,
+    pub cidr: String,
+    pub availability_zone: String,
+    pub vpc_id: String,
+    pub available_addresses: u32,
+    pub tags: Vec<Tag>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecurityGroup {
+    pub id: String,
+    pub vpc_id: String,
+    pub tags: Vec<Tag>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkInterface {
+    pub id: String,
+    pub mac: String,
+    /// Device index on its instance; 0 is the primary interface.
+    pub index: u32,
+    pub subnet_id: String,
+    pub vpc_id: String,
+    pub primary_ip: String,
+    pub addresses: Vec<String>,
+    pub prefixes: Vec<String>,
+    pub security_groups: Vec<String>,
+    pub tags: Vec<Tag>,
+    pub instance_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    pub id: String,
+    pub instance_type: String,
+    pub availability_zone: String,
+    pub vpc_id: String,
+    pub interfaces: Vec<NetworkInterface>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_interfaces: u32,
+    /// Address slots per interface, the primary included; a /28 takes one.
+    pub ipv4_per_interface: u32,
+    pub ipv6_per_interface: u32,
+    pub prefix_delegation: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    pub create_interface: bool,
+    pub release: bool,
+    pub prefixes: bool,
+    pub delete_interface: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderInfo {
+    pub name: String,
+    pub version: String,
+    pub capabilities: Capabilities,
+    pub max_concurrency: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateInterfaceRequest {
+    pub instance_id: String,
+    pub index: u32,
+    pub subnet_id: String,
+    pub security_groups: Vec<String>,
+    pub description: String,
+    pub tags: Vec<Tag>,
+    pub delete_on_termination: bool,
+    pub ipv4_count: u32,
+    pub use_prefixes: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpRequest {
+    Addresses(u32),
+    Prefixes(u32),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Assigned {
+    pub addresses: Vec<String>,
+    pub prefixes: Vec<String>,
+}

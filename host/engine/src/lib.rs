@@ -1,0 +1,37 @@
+//! The IPAM engine: it executes the pure core's decisions (`ipam-pool`)
+//! against a [`CloudApi`](ipam_cloud::CloudApi) and a [`NodeStore`]. The
+//! instance cache (its picture of the cloud), per-node maintenance
+//! (allocation, the release handshake, publishing), the loop that schedules
+//! nodes, leaked-interface GC, [`LimitedCloud`] (the cloud's rate model and
+//! retries), the in-memory node store, and the Prometheus metrics. No
+//! wasmtime, kube or HTTP here: providers and the API server are behind the
+//! two traits.
+
+pub mod allocate;
+pub mod clock;
+pub mod engine;
+mod error;
+mod figures;
+pub mod gc;
+pub mod instance_cache;
+pub mod limited_cloud;
+pub mod maintain;
+pub mod metrics;
+pub mod node_store;
+mod parts;
+mod publish;
+pub mod release;
+mod settings;
+
+pub use allocate::{allocate_step, Step};
+pub use engine::{Engine, EngineConfig, EngineError, EngineState, RunningEngine};
+pub use error::MaintainError;
+pub use gc::{GcRound, LeakCollector};
+pub use instance_cache::{CloudSnapshot, InstanceCache};
+pub use limited_cloud::LimitedCloud;
+pub use maintain::{Maintainer, NodePass};
+pub use metrics::Metrics;
+pub use node_store::{Announcement, MemoryNodeStore, NodeEvent, NodeStore, StoreError};
+pub use parts::Parts;
+pub use release::ReleaseRound;
+pub use settings::EngineSettings;

@@ -1,0 +1,33 @@
+//! The operator's settings of pool maintenance, as one value.
+
+use std::time::Duration;
+
+/// Engine-wide settings of pool maintenance.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Tagged on every interface the operator creates (`ipam-operator/cluster`);
+    /// leaked-interface GC and interface freeing touch only interfaces with it.
+    pub cluster_name: String,
+    /// Use /28 prefixes where the instance type and provider allow.
+    pub prefix_delegation: bool,
+    /// How long an address must stay excess before it is marked for release
+    /// (Cilium's excess-ip-release-delay, 180 s).
+    pub release_delay: Duration,
+    /// Delete interfaces of ours whose every address is excess and unused
+    /// (when the provider can delete interfaces).
+    pub free_interfaces: bool,
+    /// Allocation steps per node per pass; the node is visited again after.
+    pub max_steps: usize,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            cluster_name: "default".into(),
+            prefix_delegation: false,
+            release_delay: Duration::from_secs(180),
+            free_interfaces: true,
+            max_steps: 10,
+        }
+    }
+}

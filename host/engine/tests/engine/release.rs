@@ -1,0 +1,124 @@
+//! Excess addresses go through the release handshake with the agent, and an
+//! interface none of whose addresses is needed is freed whole.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipam_ciliumnode::ReleaseState;
+use ipam_cloud::{Limits, Operation};
+use ipam_engine::{MemoryNodeStore, Metrics};
+use ipam_fake_cloud::{FakeCloud, InstanceSpec, SubnetSpec};
+
+use crate::agents::{settle, tick};
+use crate::support::{config, get, pod_interfaces_node, settings, start};
+
+/// AWS's t3.small: 3 interfaces of 4 slots, so 3 pod addresses each.
+const T3_SMALL: Limits = Limits {
+    max_interfaces: 3,
+    ipv4_per_interface: 4,
+    ipv6_per_interface: 4,
+    prefix_delegation: false,
+};
+
+fn small_cloud() -> FakeCloud {
+    FakeCloud::builder()
+        .vpc("vpc-1", &["10.0.0.0/16"])
+        .subnet(SubnetSpec::new(
+            "subnet-b",
+            "vpc-1",
+            "zone-b",
+            "10.0.2.0/24",
+        ))
+        .instance_type("t3.small", T3_SMALL)
+        .instance(InstanceSpec::new("i-small", "t3.small", "subnet-b"))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn excess_goes_through_the_handshake_and_unneeded_interfaces_are_freed() {
+    let fake = Arc::new(small_cloud());
+    let store = Arc::new(MemoryNodeStore::new());
+    store
+        .upsert(pod_interfaces_node("n1", "i-small", 2))
+        .unwrap();
+    let mut settings = settings();
+    settings.free_interfaces = true;
+    let metrics = Arc::new(Metrics::new());
+    let running = start(
+        fake.clone(),
+        store.clone(),
+        settings,
+        config(),
+        metrics.clone(),
+    );
+    running.ready().await;
+    let interfaces = || fake.instance("i-small").unwrap().interfaces;
+
+    // Four pods: 4 used and 2 free need both pod interfaces, full.
+    settle(&store, 4, Duration::from_secs(300)).await;
+    let full = interfaces();
+    assert_eq!(full.iter().map(|i| i.index).collect::<Vec<_>>(), [0, 1, 2]);
+    assert!(full[1..].iter().all(|i| i.addresses.len() == 3));
+    assert_eq!(get(&store, "n1").await.spec.ipam.pool.len(), 6);
+    assert_eq!(fake.calls(Operation::DeleteInterface), 0);
+    let mutations = fake.mutating_calls();
+
+    // The pods go: 6 available, 0 used, 2 to keep. Past the release delay
+    // the operator marks the excess, and nothing leaves the cloud until the
+    // agent answers.
+    tick(&store, 0).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // The excess is 4; first marked are the addresses of the interface that
+    // can go whole (the highest of the two equally full ones).
+    let marks = get(&store, "n1").await.status.ipam.release_ips;
+    let marked: Vec<&String> = marks.keys().collect();
+    assert_eq!(
+        marked,
+        full[2].addresses.iter().collect::<Vec<_>>(),
+        "{marks:?}"
+    );
+    assert!(marks.values().all(|s| *s == ReleaseState::MarkedForRelease));
+    assert_eq!(
+        fake.mutating_calls(),
+        mutations,
+        "nothing left before the answer"
+    );
+    // The agent answers ready-for-release; one interface goes whole and one
+    // address is unassigned from the other.
+    settle(&store, 0, Duration::from_secs(600)).await;
+    let left = interfaces();
+    assert_eq!(left.len(), 2, "one interface freed whole: {left:#?}");
+    assert_eq!(left[1].index, 1);
+    assert_eq!(left[1].addresses.len(), 2);
+    let n1 = get(&store, "n1").await;
+    assert_eq!(n1.spec.ipam.pool.len(), 2, "pre-allocate kept");
+    assert!(n1
+        .spec
+        .ipam
+        .pool
+        .keys()
+        .all(|ip| left[1].addresses.contains(ip)));
+    assert!(n1
+        .status
+        .ipam
+        .release_ips
+        .values()
+        .all(|state| *state == ReleaseState::Released));
+    assert_eq!(
+        n1.status.eni.enis.len(),
+        2,
+        "the freed interface is unpublished"
+    );
+    assert_eq!(fake.calls(Operation::DeleteInterface), 1);
+    assert_eq!(fake.calls(Operation::UnassignIps), 1);
+    assert_eq!(metrics.interface_deletion_ops.get(), 1);
+    let reasons: Vec<&str> = store
+        .announcements()
+        .into_iter()
+        .map(|(_, a)| a.reason)
+        .filter(|r| *r != "InterfaceCreated")
+        .collect();
+    assert_eq!(reasons, ["InterfaceDeleted", "AddressesReleased"]);
+    running.stop().await;
+}

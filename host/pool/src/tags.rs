@@ -1,0 +1,42 @@
+//! The tags the operator puts on every interface it creates: they say whose
+//! it is (leaked-interface GC and interface freeing touch only this
+//! cluster's) and when it was made (GC's grace period).
+
+use ipam_cloud::Tag;
+
+/// The cluster that owns the interface.
+pub const CLUSTER_TAG: &str = "ipam-operator/cluster";
+/// The node it was made for.
+pub const NODE_TAG: &str = "ipam-operator/node";
+/// Unix seconds; leaked-interface GC reads it for the interface's age.
+pub const CREATED_AT_TAG: &str = "ipam-operator/created-at";
+
+/// The tag that marks an interface as this cluster's.
+pub fn cluster_tag(cluster_name: &str) -> Tag {
+    Tag {
+        key: CLUSTER_TAG.into(),
+        value: cluster_name.into(),
+    }
+}
+
+/// Every ownership tag of an interface made now (`now_unix`) for a node.
+pub fn ownership_tags(cluster_name: &str, node_name: &str, now_unix: u64) -> Vec<Tag> {
+    vec![
+        cluster_tag(cluster_name),
+        Tag {
+            key: NODE_TAG.into(),
+            value: node_name.into(),
+        },
+        Tag {
+            key: CREATED_AT_TAG.into(),
+            value: now_unix.to_string(),
+        },
+    ]
+}
+
+/// When the interface was made, from its created-at tag.
+pub fn created_at(tags: &[Tag]) -> Option<u64> {
+    tags.iter()
+        .find(|t| t.key == CREATED_AT_TAG)
+        .and_then(|t| t.value.parse().ok())
+}

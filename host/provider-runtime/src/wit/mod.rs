@@ -1,0 +1,167 @@
+//! The WIT versions this host serves, behind one interface (as Zed's
+//! extension host serves every extension API version with one
+//! implementation). Each version has a module of its own with its bindings
+//! and its conversions to the `ipam-cloud` model; nothing outside this folder
+//! names a version's types. The rest of the runtime sees [`Bindings`] (an
+//! instance) and [`BindingsPre`] (a linked component), whose calls answer in
+//! the model's types.
+
+mod v0_1_0;
+
+use ipam_cloud::{
+    Assigned, CreateInterfaceRequest, Instance, IpRequest, Limits, NetworkInterface, ProviderError,
+    ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+};
+use wasmtime::component::{Component, Linker};
+use wasmtime::Store;
+
+use crate::state::StoreState;
+
+/// What a call into a guest gives: a trap or host error (outer), or the
+/// provider's answer (inner).
+pub type GuestResult<T> = wasmtime::Result<Result<T, ProviderError>>;
+
+/// Add the `host` imports of every served version.
+pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    v0_1_0::add_to_linker(linker)
+}
+
+/// A component linked for the version it was built against.
+pub enum BindingsPre {
+    V0_1_0(v0_1_0::Pre),
+}
+
+/// One instance of a provider, of whichever version.
+pub enum Bindings {
+    V0_1_0(v0_1_0::Instance),
+}
+
+/// The version a module declares is not one this host serves.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no bindings for ipam:provider@{0}")]
+pub struct UnservedVersion(pub String);
+
+impl BindingsPre {
+    /// Link `component`, built against `wit_version`.
+    pub fn new(
+        wit_version: &str,
+        linker: &Linker<StoreState>,
+        component: &Component,
+    ) -> Result<Self, LinkError> {
+        match wit_version {
+            "0.1.0" => Ok(BindingsPre::V0_1_0(v0_1_0::Pre::new(linker, component)?)),
+            other => Err(LinkError::Version(UnservedVersion(other.to_string()))),
+        }
+    }
+
+    pub async fn instantiate(&self, store: &mut Store<StoreState>) -> wasmtime::Result<Bindings> {
+        match self {
+            BindingsPre::V0_1_0(pre) => Ok(Bindings::V0_1_0(pre.instantiate(store).await?)),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error(transparent)]
+    Version(#[from] UnservedVersion),
+    #[error("{0:#}")]
+    Wasmtime(#[from] wasmtime::Error),
+}
+
+/// Every call, dispatched to the instance's version.
+macro_rules! dispatch {
+    ($self:ident, $store:ident, $method:ident ( $($arg:expr),* )) => {
+        match $self {
+            Bindings::V0_1_0(instance) => instance.$method($store $(, $arg)*).await,
+        }
+    };
+}
+
+impl Bindings {
+    pub async fn info(&self, store: &mut Store<StoreState>) -> wasmtime::Result<ProviderInfo> {
+        dispatch!(self, store, info())
+    }
+
+    pub async fn configure(
+        &self,
+        store: &mut Store<StoreState>,
+        settings: &str,
+    ) -> GuestResult<()> {
+        dispatch!(self, store, configure(settings))
+    }
+
+    pub async fn get_vpcs(&self, store: &mut Store<StoreState>) -> GuestResult<Vec<Vpc>> {
+        dispatch!(self, store, get_vpcs())
+    }
+
+    pub async fn get_subnets(&self, store: &mut Store<StoreState>) -> GuestResult<Vec<Subnet>> {
+        dispatch!(self, store, get_subnets())
+    }
+
+    pub async fn get_security_groups(
+        &self,
+        store: &mut Store<StoreState>,
+    ) -> GuestResult<Vec<SecurityGroup>> {
+        dispatch!(self, store, get_security_groups())
+    }
+
+    pub async fn get_instances(
+        &self,
+        store: &mut Store<StoreState>,
+        ids: &[String],
+    ) -> GuestResult<Vec<Instance>> {
+        dispatch!(self, store, get_instances(ids))
+    }
+
+    pub async fn get_detached_interfaces(
+        &self,
+        store: &mut Store<StoreState>,
+        tags: &[Tag],
+    ) -> GuestResult<Vec<NetworkInterface>> {
+        dispatch!(self, store, get_detached_interfaces(tags))
+    }
+
+    pub async fn get_instance_limits(
+        &self,
+        store: &mut Store<StoreState>,
+        instance_type: &str,
+    ) -> GuestResult<Limits> {
+        dispatch!(self, store, get_instance_limits(instance_type))
+    }
+
+    pub async fn create_interface(
+        &self,
+        store: &mut Store<StoreState>,
+        request: &CreateInterfaceRequest,
+    ) -> GuestResult<NetworkInterface> {
+        dispatch!(self, store, create_interface(request))
+    }
+
+    pub async fn delete_interface(
+        &self,
+        store: &mut Store<StoreState>,
+        interface_id: &str,
+    ) -> GuestResult<()> {
+        dispatch!(self, store, delete_interface(interface_id))
+    }
+
+    pub async fn assign_ips(
+        &self,
+        store: &mut Store<StoreState>,
+        interface_id: &str,
+        request: IpRequest,
+    ) -> GuestResult<Assigned> {
+        dispatch!(self, store, assign_ips(interface_id, request))
+    }
+
+    pub async fn unassign_ips(
+        &self,
+        store: &mut Store<StoreState>,
+        interface_id: &str,
+        addresses: &[String],
+        prefixes: &[String],
+    ) -> GuestResult<()> {
+        dispatch!(self, store, unassign_ips(interface_id, addresses, prefixes))
+    }
+}

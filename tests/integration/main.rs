@@ -1,0 +1,20 @@
+//! The integration tests: one binary, a module per area, so wasmtime and
+//! kube are linked once. Each needs the components built by `cargo xtask
+//! providers` or a real server the test starts itself (moto, stub servers on
+//! 127.0.0.1, kubectl for the deploy renders); a missing one fails loudly.
+
+mod allocation;
+mod aws_credentials;
+mod aws_ec2_stub;
+mod aws_moto;
+mod deploy;
+mod engine;
+mod guest_logs;
+mod instance_cache;
+mod kubernetes;
+mod leak_gc;
+mod misbehaving_guests;
+mod mock_provider;
+mod module_cache;
+mod oci_registry;
+mod release;

@@ -21,8 +21,8 @@ use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::{CloudApi, Operation};
 use ipam_clouds::Cloud as CloudKind;
 use ipam_engine::{
-    Engine, EngineConfig, EngineSettings, InstanceCache, LimitedCloud, Maintainer, MemoryNodeStore,
-    Metrics, NodeStore,
+    Engine, InstanceCache, LimitedCloud, LoopSettings, Maintainer, MaintenanceSettings,
+    MemoryNodeStore, Metrics, NodeStore,
 };
 use ipam_pool::{watermarks, NodeView};
 use ipam_provider_runtime::{
@@ -99,9 +99,9 @@ fn start(
     store: Arc<MemoryNodeStore>,
     metrics: Arc<Metrics>,
 ) -> Arc<Engine> {
-    let settings = EngineSettings {
+    let settings = MaintenanceSettings {
         cluster_name: "bench".into(),
-        ..EngineSettings::default()
+        ..MaintenanceSettings::default()
     };
     let maintainer = Maintainer::new(
         cloud,
@@ -110,7 +110,7 @@ fn start(
         settings,
         metrics,
     );
-    Arc::new(Engine::new(Arc::new(maintainer), EngineConfig::default()))
+    Arc::new(Engine::new(Arc::new(maintainer), LoopSettings::default()))
 }
 
 fn mutating_calls(metrics: &Metrics) -> u64 {
@@ -232,9 +232,9 @@ async fn satisfied_cluster(
         provider.clone(),
         cache,
         store.clone(),
-        EngineSettings {
+        MaintenanceSettings {
             cluster_name: "bench".into(),
-            ..EngineSettings::default()
+            ..MaintenanceSettings::default()
         },
         Arc::new(Metrics::new()),
     );
@@ -278,9 +278,9 @@ fn s3(runtime: &ProviderRuntime) {
             provider.clone(),
             Arc::new(InstanceCache::new()),
             store.clone(),
-            EngineSettings {
+            MaintenanceSettings {
                 cluster_name: "bench".into(),
-                ..EngineSettings::default()
+                ..MaintenanceSettings::default()
             },
             Arc::new(Metrics::new()),
         );

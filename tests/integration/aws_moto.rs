@@ -352,7 +352,7 @@ async fn the_engine_converges_nodes_through_the_aws_provider() {
     use ipam_engine::InstanceCache;
     use ipam_engine::LimitedCloud;
     use ipam_engine::Metrics;
-    use ipam_engine::{Engine, EngineConfig};
+    use ipam_engine::{Engine, LoopSettings};
     use ipam_engine::{MemoryNodeStore, NodeStore};
 
     let moto = Moto::start();
@@ -373,7 +373,7 @@ async fn the_engine_converges_nodes_through_the_aws_provider() {
         store.clone(),
         common::engine_settings(false),
     );
-    let engine = Arc::new(Engine::new(Arc::new(maintainer), EngineConfig::default()));
+    let engine = Arc::new(Engine::new(Arc::new(maintainer), LoopSettings::default()));
     let running = engine.clone().spawn();
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

@@ -14,8 +14,8 @@ use ipam_clouds::Cloud;
 use ipam_engine::InstanceCache;
 use ipam_engine::LimitedCloud;
 use ipam_engine::Metrics;
-use ipam_engine::{Engine, EngineConfig, RunningEngine};
-use ipam_engine::{EngineSettings, Maintainer};
+use ipam_engine::{Engine, LoopSettings, RunningEngine};
+use ipam_engine::{Maintainer, MaintenanceSettings};
 use ipam_engine::{MemoryNodeStore, NodeStore};
 use ipam_provider_runtime::WasmProvider;
 use ipam_simulate::{agents, Scenario, DEFAULT_SCENARIO};
@@ -31,7 +31,7 @@ struct Running {
 fn start(
     cloud: Arc<dyn CloudApi>,
     store: Arc<MemoryNodeStore>,
-    settings: EngineSettings,
+    settings: MaintenanceSettings,
     metrics: Arc<Metrics>,
 ) -> Running {
     let maintainer = Maintainer::new(
@@ -41,9 +41,9 @@ fn start(
         settings,
         metrics.clone(),
     );
-    let config = EngineConfig {
+    let config = LoopSettings {
         release_recheck: Duration::from_secs(5),
-        ..EngineConfig::default()
+        ..LoopSettings::default()
     };
     let engine = Arc::new(Engine::new(Arc::new(maintainer), config));
     Running {

@@ -13,7 +13,7 @@ use fake_apiserver::{FakeApiServer, CILIUMNODES};
 use http::Method;
 use ipam_ciliumnode::NodeUpdate;
 use ipam_ciliumnode::ReleaseState;
-use ipam_engine::EngineConfig;
+use ipam_engine::LoopSettings;
 use ipam_engine::Maintainer;
 use ipam_engine::Metrics;
 use ipam_engine::NodeStore;
@@ -114,7 +114,7 @@ async fn a_new_ciliumnode_gets_its_pool_and_interfaces_and_unknown_fields_surviv
 /// A maintainer over the mock cloud and `store`, its cache filled.
 async fn maintainer(
     store: Arc<KubeNodeStore>,
-    settings: ipam_engine::EngineSettings,
+    settings: ipam_engine::MaintenanceSettings,
 ) -> Maintainer {
     let cloud = Arc::new(mock(MOCK_SETTINGS).await);
     let cache = Arc::new(ipam_engine::InstanceCache::new());
@@ -323,7 +323,7 @@ async fn replica(client: kube::Client, identity: &str) -> Replica {
         store,
         cloud: Arc::new(mock(MOCK_SETTINGS).await),
         settings: engine_settings(false),
-        config: EngineConfig::default(),
+        config: LoopSettings::default(),
         reuse_cooldown: Duration::ZERO,
         metrics: Arc::new(Metrics::new()),
     };

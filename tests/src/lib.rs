@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::CloudApi;
-use ipam_engine::{EngineSettings, InstanceCache, Maintainer, MemoryNodeStore, Metrics};
+use ipam_engine::{InstanceCache, Maintainer, MaintenanceSettings, MemoryNodeStore, Metrics};
 use ipam_provider_runtime::{
     CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
 };
@@ -87,8 +87,8 @@ pub fn node(name: &str, instance: &str, pre_allocate: u32) -> CiliumNode {
 }
 
 /// Engine settings for tests: cluster `test`, no release delay unless set.
-pub fn engine_settings(prefix_delegation: bool) -> EngineSettings {
-    EngineSettings {
+pub fn engine_settings(prefix_delegation: bool) -> MaintenanceSettings {
+    MaintenanceSettings {
         cluster_name: "test".into(),
         prefix_delegation,
         release_delay: Duration::from_secs(30),
@@ -102,7 +102,7 @@ pub fn maintainer(
     cloud: std::sync::Arc<dyn CloudApi>,
     cache: std::sync::Arc<InstanceCache>,
     store: std::sync::Arc<MemoryNodeStore>,
-    settings: EngineSettings,
+    settings: MaintenanceSettings,
 ) -> Maintainer {
     Maintainer::new(
         cloud,

@@ -4,8 +4,8 @@ use async_trait::async_trait;
 
 use crate::error::CloudError;
 use crate::model::{
-    Assigned, CreateInterfaceRequest, Instance, IpRequest, Limits, NetworkInterface, ProviderInfo,
-    SecurityGroup, Subnet, Tag, Vpc,
+    Assigned, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest, NetworkInterface,
+    ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 
 /// A cloud, as the IPAM engine uses it. Every method may be called
@@ -23,7 +23,7 @@ pub trait CloudApi: Send + Sync {
         &self,
         tags: &[Tag],
     ) -> Result<Vec<NetworkInterface>, CloudError>;
-    async fn get_instance_limits(&self, instance_type: &str) -> Result<Limits, CloudError>;
+    async fn get_instance_limits(&self, instance_type: &str) -> Result<InstanceLimits, CloudError>;
     async fn create_interface(
         &self,
         request: &CreateInterfaceRequest,
@@ -67,7 +67,7 @@ impl<T: CloudApi + ?Sized> CloudApi for std::sync::Arc<T> {
     ) -> Result<Vec<NetworkInterface>, CloudError> {
         (**self).get_detached_interfaces(tags).await
     }
-    async fn get_instance_limits(&self, instance_type: &str) -> Result<Limits, CloudError> {
+    async fn get_instance_limits(&self, instance_type: &str) -> Result<InstanceLimits, CloudError> {
         (**self).get_instance_limits(instance_type).await
     }
     async fn create_interface(

@@ -16,7 +16,7 @@ pub mod rate;
 pub use api::CloudApi;
 pub use error::{CloudError, ProviderError, RESPONSE_CODES};
 pub use model::{
-    Assigned, Capabilities, CreateInterfaceRequest, Instance, IpRequest, Limits, NetworkInterface,
-    ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+    Assigned, Capabilities, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
+    NetworkInterface, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 pub use operation::Operation;

@@ -57,7 +57,7 @@ pub struct Instance {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct InstanceLimits {
     pub max_interfaces: u32,
     /// Address slots per interface, the primary included; a /28 takes one.
     pub ipv4_per_interface: u32,

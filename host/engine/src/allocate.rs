@@ -10,7 +10,7 @@ use ipam_pool::allocation::{self, AllocationInput, AllocationPlan};
 
 use crate::clock::unix_now;
 use crate::instance_cache::InstanceCache;
-use crate::settings::EngineSettings;
+use crate::maintenance_settings::MaintenanceSettings;
 
 /// What one step did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +44,7 @@ fn no_free_prefix(error: &CloudError) -> bool {
 pub async fn allocate_step(
     cloud: &dyn CloudApi,
     cache: &InstanceCache,
-    settings: &EngineSettings,
+    settings: &MaintenanceSettings,
     node: &CiliumNode,
     pending_pods: u32,
 ) -> Result<Step, CloudError> {

@@ -31,7 +31,7 @@ use crate::maintain::{Maintainer, NodePass};
 use crate::node_store::{NodeEvent, StoreError};
 
 #[derive(Debug, Clone)]
-pub struct EngineConfig {
+pub struct LoopSettings {
     /// Full resync of the cloud's state (Cilium: 1 minute).
     pub resync_interval: Duration,
     /// Nodes worked on at once.
@@ -50,7 +50,7 @@ pub struct EngineConfig {
     pub failure_backoff_cap: Duration,
 }
 
-impl Default for EngineConfig {
+impl Default for LoopSettings {
     fn default() -> Self {
         Self {
             resync_interval: Duration::from_secs(60),
@@ -102,7 +102,7 @@ enum Outcome {
 
 pub struct Engine {
     maintainer: Arc<Maintainer>,
-    config: EngineConfig,
+    config: LoopSettings,
     gc: Arc<LeakCollector>,
     state: watch::Sender<EngineState>,
 }
@@ -157,7 +157,7 @@ struct Loop<'a> {
 }
 
 impl Engine {
-    pub fn new(maintainer: Arc<Maintainer>, config: EngineConfig) -> Self {
+    pub fn new(maintainer: Arc<Maintainer>, config: LoopSettings) -> Self {
         let gc = LeakCollector::new(
             maintainer.settings().cluster_name.clone(),
             config.gc_grace.as_secs(),

@@ -17,7 +17,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use ipam_cloud::{
-    Assigned, CloudApi, CloudError, Instance, Limits, NetworkInterface, SecurityGroup, Subnet, Vpc,
+    Assigned, CloudApi, CloudError, Instance, InstanceLimits, NetworkInterface, SecurityGroup,
+    Subnet, Vpc,
 };
 use ipam_pool::select::{pool_addresses, prefix_addresses};
 
@@ -39,7 +40,7 @@ struct ResyncChanges {
 #[derive(Default)]
 pub struct InstanceCache {
     snapshot: RwLock<CloudSnapshot>,
-    limits: RwLock<BTreeMap<String, Limits>>,
+    limits: RwLock<BTreeMap<String, InstanceLimits>>,
     /// While a full resync is listing: the instances the engine changed
     /// meanwhile. Their cached state is newer than the listing, so the
     /// listing must not overwrite it.
@@ -262,7 +263,7 @@ impl InstanceCache {
         &self,
         cloud: &dyn CloudApi,
         instance_type: &str,
-    ) -> Result<Limits, CloudError> {
+    ) -> Result<InstanceLimits, CloudError> {
         let cached = self
             .limits
             .read()

@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ipam_cloud::rate::RateLimits;
 use ipam_cloud::{
-    Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits,
+    Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
     NetworkInterface, Operation, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 use ipam_pool::backoff::{jitter, retry_backoff, retryable};
@@ -161,7 +161,7 @@ impl<C: CloudApi> CloudApi for LimitedCloud<C> {
         .await
     }
 
-    async fn get_instance_limits(&self, instance_type: &str) -> Result<Limits, CloudError> {
+    async fn get_instance_limits(&self, instance_type: &str) -> Result<InstanceLimits, CloudError> {
         self.limited(Operation::GetInstanceLimits, || {
             self.inner.get_instance_limits(instance_type)
         })

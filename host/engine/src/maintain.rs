@@ -17,12 +17,12 @@ use crate::allocate::{allocate_step, Step};
 use crate::error::MaintainError;
 use crate::figures::{FigureBook, NodeFigures};
 use crate::instance_cache::InstanceCache;
+use crate::maintenance_settings::MaintenanceSettings;
 use crate::metrics::{DurationLabel, Metrics, SubnetLabel, SubnetZoneLabel};
 use crate::node_store::{Announcement, NodeStore};
 use crate::parts::Parts;
 use crate::publish::publish;
 use crate::release::{release_round, ReleaseMemory, ReleaseRound};
-use crate::settings::EngineSettings;
 
 /// What one pass over a node did and found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,7 +48,7 @@ impl Maintainer {
         cloud: Arc<dyn CloudApi>,
         cache: Arc<InstanceCache>,
         store: Arc<dyn NodeStore>,
-        settings: EngineSettings,
+        settings: MaintenanceSettings,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
@@ -73,7 +73,7 @@ impl Maintainer {
         &self.parts.cache
     }
 
-    pub fn settings(&self) -> &EngineSettings {
+    pub fn settings(&self) -> &MaintenanceSettings {
         &self.parts.settings
     }
 

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use ipam_cloud::CloudApi;
 
 use crate::instance_cache::InstanceCache;
+use crate::maintenance_settings::MaintenanceSettings;
 use crate::metrics::Metrics;
 use crate::node_store::NodeStore;
-use crate::settings::EngineSettings;
 
 pub struct Parts {
     pub cloud: Arc<dyn CloudApi>,
     /// The engine's picture of the cloud.
     pub cache: Arc<InstanceCache>,
     pub store: Arc<dyn NodeStore>,
-    pub settings: EngineSettings,
+    pub settings: MaintenanceSettings,
     pub metrics: Arc<Metrics>,
 }

@@ -3,7 +3,7 @@
 //! the wasm mock checks its settings. Declaration order does not matter;
 //! `build` adds VPCs, then subnets, groups, types and instances.
 
-use ipam_cloud::{Capabilities, Limits, ProviderError, SecurityGroup, Subnet, Tag, Vpc};
+use ipam_cloud::{Capabilities, InstanceLimits, ProviderError, SecurityGroup, Subnet, Tag, Vpc};
 
 use crate::addresses::{parse_network, AddressPool};
 use crate::fake::FakeCloud;
@@ -85,7 +85,7 @@ pub struct FakeCloudBuilder {
     vpcs: Vec<(String, Vec<String>)>,
     subnets: Vec<SubnetSpec>,
     security_groups: Vec<SecurityGroup>,
-    instance_types: Vec<(String, Limits)>,
+    instance_types: Vec<(String, InstanceLimits)>,
     instances: Vec<InstanceSpec>,
     capabilities: Capabilities,
     max_concurrency: u32,
@@ -107,6 +107,13 @@ impl Default for FakeCloudBuilder {
             },
             max_concurrency: 16,
         }
+    }
+}
+
+impl FakeCloud {
+    /// Declare a cloud from scratch.
+    pub fn builder() -> FakeCloudBuilder {
+        FakeCloudBuilder::new()
     }
 }
 
@@ -137,7 +144,7 @@ impl FakeCloudBuilder {
         self
     }
 
-    pub fn instance_type(mut self, name: &str, limits: Limits) -> Self {
+    pub fn instance_type(mut self, name: &str, limits: InstanceLimits) -> Self {
         self.instance_types.push((name.into(), limits));
         self
     }

@@ -8,12 +8,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use ipam_cloud::{
-    Assigned, Capabilities, CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest,
-    Limits, NetworkInterface, Operation, ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag,
-    Vpc,
+    Assigned, Capabilities, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits,
+    IpRequest, NetworkInterface, Operation, ProviderError, ProviderInfo, SecurityGroup, Subnet,
+    Tag, Vpc,
 };
 
-use crate::builder::FakeCloudBuilder;
 use crate::calls::CallCounter;
 use crate::faults::Faults;
 use crate::world::{invalid, Attach, World};
@@ -51,11 +50,6 @@ impl FakeCloud {
             }),
             calls: CallCounter::default(),
         }
-    }
-
-    /// Declare a cloud from scratch.
-    pub fn builder() -> FakeCloudBuilder {
-        FakeCloudBuilder::new()
     }
 
     /// The same cloud declaring other capabilities (before it is shared:
@@ -173,7 +167,7 @@ impl CloudApi for FakeCloud {
         })
     }
 
-    async fn get_instance_limits(&self, instance_type: &str) -> Result<Limits, CloudError> {
+    async fn get_instance_limits(&self, instance_type: &str) -> Result<InstanceLimits, CloudError> {
         self.call(Operation::GetInstanceLimits, Ok(()), |s| {
             s.world.instance_limits(instance_type)
         })

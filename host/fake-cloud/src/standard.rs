@@ -4,7 +4,7 @@
 //! /16 holds at full capacity, so no test of the engine runs out of subnet
 //! by accident.
 
-use ipam_cloud::Limits;
+use ipam_cloud::InstanceLimits;
 
 use crate::builder::{FakeCloudBuilder, InstanceSpec, SubnetSpec};
 use crate::fake::FakeCloud;
@@ -14,7 +14,7 @@ pub const STANDARD_SECURITY_GROUP: &str = "sg-nodes";
 pub const STANDARD_INSTANCE_TYPE: &str = "m5.large";
 
 /// AWS's m5.large: 3 interfaces of 10 IPv4 slots, prefix delegation.
-pub const M5_LARGE: Limits = Limits {
+pub const M5_LARGE: InstanceLimits = InstanceLimits {
     max_interfaces: 3,
     ipv4_per_interface: 10,
     ipv6_per_interface: 10,

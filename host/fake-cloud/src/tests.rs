@@ -3,19 +3,19 @@
 use std::time::Duration;
 
 use ipam_cloud::{
-    Capabilities, CloudApi, CloudError, CreateInterfaceRequest, IpRequest, Limits, Operation,
-    ProviderError, Tag,
+    Capabilities, CloudApi, CloudError, CreateInterfaceRequest, InstanceLimits, IpRequest,
+    Operation, ProviderError, Tag,
 };
 
 use crate::{FakeCloud, FakeCloudBuilder, InstanceSpec, SubnetSpec};
 
-const SMALL: Limits = Limits {
+const SMALL: InstanceLimits = InstanceLimits {
     max_interfaces: 2,
     ipv4_per_interface: 3,
     ipv6_per_interface: 0,
     prefix_delegation: false,
 };
-const DELEGATING: Limits = Limits {
+const DELEGATING: InstanceLimits = InstanceLimits {
     max_interfaces: 3,
     ipv4_per_interface: 4,
     ipv6_per_interface: 4,
@@ -608,7 +608,7 @@ fn bad_declarations_are_invalid_arguments() {
         ),
         (
             "zero limits",
-            small(Limits {
+            small(InstanceLimits {
                 ipv4_per_interface: 0,
                 ..SMALL
             }),

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use ipam_cloud::{
-    Assigned, CreateInterfaceRequest, Instance, IpRequest, Limits, NetworkInterface, ProviderError,
-    SecurityGroup, Subnet, Tag, Vpc,
+    Assigned, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest, NetworkInterface,
+    ProviderError, SecurityGroup, Subnet, Tag, Vpc,
 };
 
 use crate::addresses::{parse_network, prefix_text, AddressPool, PREFIX_LEN};
@@ -85,7 +85,7 @@ pub(crate) struct World {
     pub vpcs: Vec<Vpc>,
     pub subnets: BTreeMap<String, SubnetState>,
     pub security_groups: BTreeMap<String, SecurityGroup>,
-    pub instance_types: BTreeMap<String, Limits>,
+    pub instance_types: BTreeMap<String, InstanceLimits>,
     pub instances: BTreeMap<String, InstanceState>,
     interfaces: BTreeMap<String, Eni>,
     /// Interfaces created so far: the source of ids and MACs.
@@ -115,7 +115,7 @@ impl World {
             .ok_or_else(|| not_found(format!("subnet {id}")))
     }
 
-    fn limits_of(&self, instance_id: &str) -> Result<Limits, ProviderError> {
+    fn limits_of(&self, instance_id: &str) -> Result<InstanceLimits, ProviderError> {
         let instance = self
             .instances
             .get(instance_id)
@@ -255,7 +255,7 @@ impl World {
             .collect()
     }
 
-    pub fn instance_limits(&self, instance_type: &str) -> Result<Limits, ProviderError> {
+    pub fn instance_limits(&self, instance_type: &str) -> Result<InstanceLimits, ProviderError> {
         self.instance_types
             .get(instance_type)
             .copied()
@@ -294,7 +294,7 @@ impl World {
 
     /// Whether an interface with `used` slots taken has room for `count` more.
     fn check_slots(
-        limits: &Limits,
+        limits: &InstanceLimits,
         used: u32,
         count: u32,
         prefixes: bool,

@@ -11,15 +11,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use ipam_cloud::CloudApi;
-use ipam_engine::{Engine, EngineConfig, EngineSettings, InstanceCache, Maintainer, Metrics};
+use ipam_engine::{Engine, InstanceCache, LoopSettings, Maintainer, MaintenanceSettings, Metrics};
 
 use crate::store::KubeNodeStore;
 
 pub struct Operator {
     pub store: Arc<KubeNodeStore>,
     pub cloud: Arc<dyn CloudApi>,
-    pub settings: EngineSettings,
-    pub config: EngineConfig,
+    pub settings: MaintenanceSettings,
+    pub config: LoopSettings,
     pub reuse_cooldown: Duration,
     pub metrics: Arc<Metrics>,
 }

@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use ipam_ciliumnode::{AllocationIp, CiliumNode};
-use ipam_cloud::{Capabilities, Instance, Limits, NetworkInterface, SecurityGroup, Subnet};
+use ipam_cloud::{Capabilities, Instance, InstanceLimits, NetworkInterface, SecurityGroup, Subnet};
 use ipam_pool::allocation::{self, AllocationInput};
 use ipam_pool::pool::pool_of;
 use ipam_pool::release_plan::{self, ReleasePlanInput};
@@ -83,7 +83,7 @@ fn main() {
         vpc_id: "vpc-1".into(),
         tags: Vec::new(),
     }];
-    let limits = Limits {
+    let limits = InstanceLimits {
         max_interfaces: 3,
         ipv4_per_interface: 10,
         ipv6_per_interface: 0,

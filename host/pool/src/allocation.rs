@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 
 use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::{
-    Capabilities, CreateInterfaceRequest, Instance, IpRequest, Limits, SecurityGroup, Subnet,
+    Capabilities, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest, SecurityGroup,
+    Subnet,
 };
 
 use crate::node_view::NodeView;
@@ -38,7 +39,7 @@ pub fn needed(
 pub struct AllocationInput<'a> {
     pub node: &'a CiliumNode,
     pub instance: &'a Instance,
-    pub limits: Limits,
+    pub limits: InstanceLimits,
     /// Subnets and security groups as last listed.
     pub subnets: &'a [Subnet],
     pub security_groups: &'a [SecurityGroup],

@@ -2,11 +2,15 @@
 //! to fill, the device index of a new interface, its subnet and its security
 //! groups. Every choice is deterministic and says why it was made.
 
-use ipam_cloud::{Limits, NetworkInterface, SecurityGroup, Subnet, Tag};
+use ipam_cloud::{InstanceLimits, NetworkInterface, SecurityGroup, Subnet, Tag};
 
 /// Addresses one interface can hold for pods: its slots less the primary
 /// address (unless `use_primary_address`), sixteen per slot with /28 prefixes.
-pub fn interface_capacity(limits: Limits, use_prefixes: bool, use_primary_address: bool) -> u32 {
+pub fn interface_capacity(
+    limits: InstanceLimits,
+    use_prefixes: bool,
+    use_primary_address: bool,
+) -> u32 {
     let per_slot = if use_prefixes { 16 } else { 1 };
     let secondary = limits
         .ipv4_per_interface
@@ -17,7 +21,7 @@ pub fn interface_capacity(limits: Limits, use_prefixes: bool, use_primary_addres
 
 /// Address slots an interface has left (the primary address takes one, a
 /// prefix one).
-pub fn free_slots(interface: &NetworkInterface, limits: Limits) -> u32 {
+pub fn free_slots(interface: &NetworkInterface, limits: InstanceLimits) -> u32 {
     let used = 1 + interface.addresses.len() + interface.prefixes.len();
     limits
         .ipv4_per_interface
@@ -51,7 +55,7 @@ pub struct InterfaceChoice<'a> {
 /// that whole interfaces stay empty and can be freed; Cilium picks at random.
 pub fn interface_to_fill<'a>(
     interfaces: &'a [NetworkInterface],
-    limits: Limits,
+    limits: InstanceLimits,
     subnets: &[Subnet],
     first_interface_index: u32,
     exclude_tags: &[Tag],
@@ -298,8 +302,8 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    fn limits(ipv4: u32, max_interfaces: u32) -> Limits {
-        Limits {
+    fn limits(ipv4: u32, max_interfaces: u32) -> InstanceLimits {
+        InstanceLimits {
             max_interfaces,
             ipv4_per_interface: ipv4,
             ipv6_per_interface: 0,

@@ -7,10 +7,12 @@
 //! sender, and modules pulled from OCI registries by digest.
 
 mod compile_cache;
+mod config;
 pub mod egress;
 mod http_hooks;
 pub mod oci;
 mod pinned_send;
+mod prepared;
 pub mod resolve;
 mod runtime;
 mod state;
@@ -18,10 +20,9 @@ mod wasm_provider;
 mod wit;
 
 pub use compile_cache::Origin as ModuleOrigin;
-pub use runtime::{
-    default_cache_dir, CallLimits, LoadError, PreparedModule, ProviderConfig, ProviderRuntime,
-    RuntimeConfig,
-};
+pub use config::{CallLimits, ProviderConfig};
+pub use prepared::PreparedModule;
+pub use runtime::{default_cache_dir, LoadError, ProviderRuntime, RuntimeConfig};
 pub use wasm_provider::WasmProvider;
 pub use wit::{LinkError, UnservedVersion};
 

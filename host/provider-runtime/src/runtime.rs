@@ -4,18 +4,17 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use ipam_cloud::credentials::{CredentialSource, StaticCredentials};
 use ipam_cloud::{CloudError, ProviderInfo};
 use ipam_provider_module::{ModuleError, ModuleInfo};
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
 use crate::compile_cache::{self as cache, CacheError, ComponentCache};
+use crate::config::ProviderConfig;
 use crate::egress::{EgressError, EgressPolicy};
-use crate::resolve::{Resolver, SystemResolver};
+use crate::prepared::PreparedModule;
 use crate::state::StoreState;
 use crate::wasm_provider::WasmProvider;
 use crate::wit::{self, BindingsPre, LinkError};
@@ -50,51 +49,6 @@ pub fn default_cache_dir() -> PathBuf {
     base.join("ipam-operator").join("components")
 }
 
-/// Limits applied to every call into a provider.
-#[derive(Debug, Clone, Copy)]
-pub struct CallLimits {
-    /// Wall-clock limit of one call, and (in epoch ticks) of the guest's CPU.
-    pub timeout: Duration,
-    /// Cap on one instance's linear memory.
-    pub memory_bytes: usize,
-}
-
-impl Default for CallLimits {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(30),
-            memory_bytes: 128 << 20,
-        }
-    }
-}
-
-/// How one provider is run.
-#[derive(Clone)]
-pub struct ProviderConfig {
-    /// The provider's settings, a JSON document it validates itself.
-    pub settings: String,
-    /// Allowed origins, `scheme://host[:port]`.
-    pub egress: Vec<String>,
-    /// How egress host names are resolved (checked, then connected to).
-    pub resolver: Arc<dyn Resolver>,
-    pub credentials: Arc<dyn CredentialSource>,
-    pub limits: CallLimits,
-}
-
-impl ProviderConfig {
-    /// These settings, no egress, the system resolver, no credentials, the
-    /// default limits.
-    pub fn new(settings: impl Into<String>) -> Self {
-        Self {
-            settings: settings.into(),
-            egress: Vec::new(),
-            resolver: Arc::new(SystemResolver),
-            credentials: Arc::new(StaticCredentials::default()),
-            limits: CallLimits::default(),
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("reading {path}: {source}")]
@@ -114,13 +68,6 @@ pub enum LoadError {
     Start(#[from] CloudError),
     #[error("creating the wasmtime engine: {0}")]
     Engine(String),
-}
-
-/// A module compiled (or loaded from cache) and linked, ready to instantiate.
-pub struct PreparedModule {
-    pub info: ModuleInfo,
-    pub origin: cache::Origin,
-    pub(crate) pre: BindingsPre,
 }
 
 pub struct ProviderRuntime {
@@ -166,10 +113,6 @@ impl ProviderRuntime {
         self.compiles.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn epoch_tick(&self) -> Duration {
-        self.epoch_tick
-    }
-
     /// Check a module's WIT version, then compile it (or load it from the
     /// cache) and link it.
     pub fn prepare(&self, bytes: &[u8]) -> Result<PreparedModule, LoadError> {
@@ -198,14 +141,17 @@ impl ProviderRuntime {
     ) -> Result<WasmProvider, LoadError> {
         let module = self.prepare(bytes)?;
         let egress = EgressPolicy::new(&config.egress)?;
-        Ok(WasmProvider::start(self, module, egress, config).await?)
+        Ok(WasmProvider::start(&self.engine, self.epoch_tick, module, egress, config).await?)
     }
 
     /// A module's declarations and its `info`, without configuring it.
     pub async fn describe(&self, bytes: &[u8]) -> Result<(ModuleInfo, ProviderInfo), LoadError> {
         let module = self.prepare(bytes)?;
         let info = module.info.clone();
-        Ok((info, WasmProvider::describe(self, module).await?))
+        Ok((
+            info,
+            WasmProvider::describe(&self.engine, self.epoch_tick, module).await?,
+        ))
     }
 }
 

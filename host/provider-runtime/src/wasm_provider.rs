@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
@@ -13,15 +14,16 @@ use wasmtime::{Engine, Store, Trap};
 
 use ipam_cloud::credentials::CredentialSource;
 use ipam_cloud::{
-    Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits,
+    Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
     NetworkInterface, Operation, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 use ipam_provider_module::ModuleInfo;
 
+use crate::config::{CallLimits, ProviderConfig};
 use crate::egress::EgressPolicy;
 use crate::http_hooks::{DenialLog, EgressHooks};
+use crate::prepared::PreparedModule;
 use crate::resolve::Resolver;
-use crate::runtime::{CallLimits, PreparedModule, ProviderConfig, ProviderRuntime};
 use crate::state::StoreState;
 use crate::wit::{Bindings, BindingsPre, GuestResult};
 
@@ -71,13 +73,15 @@ pub struct WasmProvider {
 }
 
 impl WasmProvider {
+    /// `engine` is the runtime's, whose epoch advances every `epoch_tick`.
     fn unstarted(
-        runtime: &ProviderRuntime,
+        engine: &Engine,
+        epoch_tick: Duration,
         module: PreparedModule,
         egress: EgressPolicy,
         config: ProviderConfig,
     ) -> Self {
-        let tick = runtime.epoch_tick().as_nanos().max(1);
+        let tick = epoch_tick.as_nanos().max(1);
         let epoch_ticks = (config.limits.timeout.as_nanos() / tick).max(1) as u64;
         Self {
             name: Arc::from(module.info.digest.get(..12).unwrap_or("provider")),
@@ -88,7 +92,7 @@ impl WasmProvider {
                 max_concurrency: 1,
             },
             module: module.info,
-            engine: runtime.engine().clone(),
+            engine: engine.clone(),
             pre: module.pre,
             settings: config.settings,
             egress: Arc::new(egress),
@@ -105,11 +109,13 @@ impl WasmProvider {
 
     /// What a module declares through `info`, from an unconfigured instance.
     pub(crate) async fn describe(
-        runtime: &ProviderRuntime,
+        engine: &Engine,
+        epoch_tick: Duration,
         module: PreparedModule,
     ) -> Result<ProviderInfo, CloudError> {
         let provider = Self::unstarted(
-            runtime,
+            engine,
+            epoch_tick,
             module,
             EgressPolicy::default(),
             ProviderConfig::new(""),
@@ -118,12 +124,13 @@ impl WasmProvider {
     }
 
     pub(crate) async fn start(
-        runtime: &ProviderRuntime,
+        engine: &Engine,
+        epoch_tick: Duration,
         module: PreparedModule,
         egress: EgressPolicy,
         config: ProviderConfig,
     ) -> Result<Self, CloudError> {
-        let mut provider = Self::unstarted(runtime, module, egress, config);
+        let mut provider = Self::unstarted(engine, epoch_tick, module, egress, config);
         let (mut live, info) = provider.instantiate("load").await?;
         provider.name = Arc::from(info.name.as_str());
         live.store.data_mut().rename(provider.name.clone());
@@ -423,7 +430,7 @@ impl CloudApi for WasmProvider {
         .await
     }
 
-    async fn get_instance_limits(&self, instance_type: &str) -> Result<Limits, CloudError> {
+    async fn get_instance_limits(&self, instance_type: &str) -> Result<InstanceLimits, CloudError> {
         let instance_type = instance_type.to_string();
         self.call(Operation::GetInstanceLimits, |l| {
             provider_call(async move {

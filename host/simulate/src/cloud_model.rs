@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use ipam_cloud::rate::RateLimits;
 use ipam_cloud::{
-    Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits,
+    Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
     NetworkInterface, Operation, ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 use ipam_pool::token_bucket::TokenBucket;
@@ -208,7 +208,7 @@ impl<C: CloudApi> CloudApi for CloudModel<C> {
         .await
     }
 
-    async fn get_instance_limits(&self, instance_type: &str) -> Result<Limits, CloudError> {
+    async fn get_instance_limits(&self, instance_type: &str) -> Result<InstanceLimits, CloudError> {
         self.call(
             Operation::GetInstanceLimits,
             self.inner.get_instance_limits(instance_type),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use ipam_ciliumnode::NodeSpec;
-use ipam_engine::{EngineConfig, EngineSettings};
+use ipam_engine::{LoopSettings, MaintenanceSettings};
 
 use crate::cloud_model::Latency;
 
@@ -84,8 +84,8 @@ pub struct EngineKnobs {
 
 impl Default for EngineKnobs {
     fn default() -> Self {
-        let config = EngineConfig::default();
-        let settings = EngineSettings::default();
+        let config = LoopSettings::default();
+        let settings = MaintenanceSettings::default();
         Self {
             resync_seconds: config.resync_interval.as_secs(),
             max_concurrent_nodes: config.max_concurrent_nodes,
@@ -176,23 +176,23 @@ impl Scenario {
             .map_or(0, |p| p.pods_per_node)
     }
 
-    pub fn engine_settings(&self, cluster_name: &str) -> EngineSettings {
-        EngineSettings {
+    pub fn engine_settings(&self, cluster_name: &str) -> MaintenanceSettings {
+        MaintenanceSettings {
             cluster_name: cluster_name.to_string(),
             prefix_delegation: self.engine.prefix_delegation,
             release_delay: Duration::from_secs(self.engine.release_delay_seconds),
             free_interfaces: self.engine.free_interfaces,
-            ..EngineSettings::default()
+            ..MaintenanceSettings::default()
         }
     }
 
-    pub fn engine_config(&self) -> EngineConfig {
-        EngineConfig {
+    pub fn engine_config(&self) -> LoopSettings {
+        LoopSettings {
             resync_interval: Duration::from_secs(self.engine.resync_seconds),
             max_concurrent_nodes: self.engine.max_concurrent_nodes,
             gc_interval: Duration::from_secs(self.engine.gc_interval_seconds),
             gc_grace: Duration::from_secs(self.engine.gc_grace_seconds),
-            ..EngineConfig::default()
+            ..LoopSettings::default()
         }
     }
 }

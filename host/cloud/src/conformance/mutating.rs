@@ -4,8 +4,8 @@
 use super::reading::{address, cidr, Snapshot};
 use super::Recorder;
 use crate::{
-    CloudApi, CloudError, CreateInterfaceRequest, Instance, IpRequest, Limits, NetworkInterface,
-    ProviderError, Tag,
+    CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
+    NetworkInterface, ProviderError, Tag,
 };
 
 const TAG_KEY: &str = "ipam-conformance";
@@ -24,7 +24,7 @@ fn expect_error<T: std::fmt::Debug>(
 
 struct Target<'a> {
     instance: &'a Instance,
-    limits: Limits,
+    limits: InstanceLimits,
     primary: &'a NetworkInterface,
 }
 

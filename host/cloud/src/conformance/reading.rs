@@ -6,13 +6,13 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 
 use super::Recorder;
-use crate::{CloudApi, Instance, Limits, ProviderError, SecurityGroup, Subnet, Vpc};
+use crate::{CloudApi, Instance, InstanceLimits, ProviderError, SecurityGroup, Subnet, Vpc};
 
 /// What the read checks saw, for the mutating checks to build on.
 pub struct Snapshot {
     pub subnets: Vec<Subnet>,
     pub instances: Vec<Instance>,
-    pub limits: BTreeMap<String, Limits>,
+    pub limits: BTreeMap<String, InstanceLimits>,
 }
 
 fn unique<'a>(what: &str, ids: impl Iterator<Item = &'a str>) -> Result<(), String> {
@@ -184,7 +184,7 @@ fn check_instances(instances: &[Instance], subnets: &[Subnet]) -> Result<(), Str
 
 fn check_within_limits(
     instances: &[Instance],
-    limits: &BTreeMap<String, Limits>,
+    limits: &BTreeMap<String, InstanceLimits>,
 ) -> Result<(), String> {
     for instance in instances {
         let Some(l) = limits.get(&instance.instance_type) else {

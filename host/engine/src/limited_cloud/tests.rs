@@ -77,13 +77,14 @@ impl CloudApi for FakeCloud {
         self.called(Operation::GetDetachedInterfaces)
             .map(|()| Vec::new())
     }
-    async fn get_instance_limits(&self, _t: &str) -> Result<Limits, CloudError> {
-        self.called(Operation::GetInstanceLimits).map(|()| Limits {
-            max_interfaces: 1,
-            ipv4_per_interface: 1,
-            ipv6_per_interface: 0,
-            prefix_delegation: false,
-        })
+    async fn get_instance_limits(&self, _t: &str) -> Result<InstanceLimits, CloudError> {
+        self.called(Operation::GetInstanceLimits)
+            .map(|()| InstanceLimits {
+                max_interfaces: 1,
+                ipv4_per_interface: 1,
+                ipv6_per_interface: 0,
+                prefix_delegation: false,
+            })
     }
     async fn create_interface(
         &self,

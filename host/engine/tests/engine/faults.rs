@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ipam_cloud::{CloudApi, CreateInterfaceRequest, Operation, ProviderError, Tag};
 use ipam_engine::clock::unix_now;
-use ipam_engine::{EngineConfig, LeakCollector, MemoryNodeStore, Metrics};
+use ipam_engine::{LeakCollector, LoopSettings, MemoryNodeStore, Metrics};
 use ipam_fake_cloud::FakeCloud;
 use ipam_pool::tags::{cluster_tag, NODE_TAG};
 use tokio::time::{sleep_until, Instant};
@@ -101,7 +101,7 @@ async fn a_leaked_create_is_collected_two_gc_rounds_past_the_grace_period() {
         .unwrap();
     let metrics = Arc::new(Metrics::new());
     // Rounds at 300, 600 and 900 s: too young, then suspected, then deleted.
-    let config = EngineConfig {
+    let config = LoopSettings {
         gc_interval: Duration::from_secs(300),
         gc_grace: Duration::from_secs(450),
         ..config()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ipam_ciliumnode::ReleaseState;
-use ipam_cloud::{Limits, Operation};
+use ipam_cloud::{InstanceLimits, Operation};
 use ipam_engine::{MemoryNodeStore, Metrics};
 use ipam_fake_cloud::{FakeCloud, InstanceSpec, SubnetSpec};
 
@@ -13,7 +13,7 @@ use crate::agents::{settle, tick};
 use crate::support::{config, get, pod_interfaces_node, settings, start};
 
 /// AWS's t3.small: 3 interfaces of 4 slots, so 3 pod addresses each.
-const T3_SMALL: Limits = Limits {
+const T3_SMALL: InstanceLimits = InstanceLimits {
     max_interfaces: 3,
     ipv4_per_interface: 4,
     ipv6_per_interface: 4,

@@ -9,8 +9,8 @@ use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::rate::{BucketConfig, RateLimits};
 use ipam_cloud::CloudApi;
 use ipam_engine::{
-    Engine, EngineConfig, EngineSettings, EngineState, InstanceCache, LimitedCloud, Maintainer,
-    MemoryNodeStore, Metrics, NodeStore, RunningEngine,
+    Engine, EngineState, InstanceCache, LimitedCloud, LoopSettings, Maintainer,
+    MaintenanceSettings, MemoryNodeStore, Metrics, NodeStore, RunningEngine,
 };
 use ipam_fake_cloud::FakeCloud;
 
@@ -38,8 +38,8 @@ pub fn pod_interfaces_node(name: &str, instance: &str, pre: u32) -> CiliumNode {
 
 /// Cluster `test`, /32 addresses, a 30 s release delay, no interface
 /// freeing unless a test turns it on.
-pub fn settings() -> EngineSettings {
-    EngineSettings {
+pub fn settings() -> MaintenanceSettings {
+    MaintenanceSettings {
         cluster_name: CLUSTER.into(),
         prefix_delegation: false,
         release_delay: Duration::from_secs(30),
@@ -49,10 +49,10 @@ pub fn settings() -> EngineSettings {
 }
 
 /// The default loop, with release rechecks every 5 s.
-pub fn config() -> EngineConfig {
-    EngineConfig {
+pub fn config() -> LoopSettings {
+    LoopSettings {
         release_recheck: Duration::from_secs(5),
-        ..EngineConfig::default()
+        ..LoopSettings::default()
     }
 }
 
@@ -77,7 +77,7 @@ pub fn limited(
 pub fn maintainer(
     cloud: Arc<dyn CloudApi>,
     store: Arc<MemoryNodeStore>,
-    settings: EngineSettings,
+    settings: MaintenanceSettings,
     metrics: Arc<Metrics>,
 ) -> Maintainer {
     Maintainer::new(
@@ -98,8 +98,8 @@ pub struct Running {
 pub fn start(
     cloud: Arc<dyn CloudApi>,
     store: Arc<MemoryNodeStore>,
-    settings: EngineSettings,
-    config: EngineConfig,
+    settings: MaintenanceSettings,
+    config: LoopSettings,
     metrics: Arc<Metrics>,
 ) -> Running {
     // The engine's unix clock starts at its first reading and follows

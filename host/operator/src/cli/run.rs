@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 use ipam_cloud::CloudApi;
 use ipam_clouds::aws::credentials::{AwsCredentialConfig, RefreshingCredentials};
 use ipam_clouds::Cloud;
-use ipam_engine::{EngineConfig, EngineSettings, LimitedCloud, Metrics};
+use ipam_engine::{LimitedCloud, LoopSettings, MaintenanceSettings, Metrics};
 use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
 use ipam_k8s::store::{KubeNodeStore, FIELD_MANAGER};
@@ -254,17 +254,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let operator = Operator {
         store,
         cloud,
-        settings: EngineSettings {
+        settings: MaintenanceSettings {
             cluster_name: args.cluster_name.clone(),
             prefix_delegation: args.prefix_delegation,
             release_delay: Duration::from_secs(args.release_delay_seconds),
             free_interfaces: args.free_interfaces,
-            ..EngineSettings::default()
+            ..MaintenanceSettings::default()
         },
-        config: EngineConfig {
+        config: LoopSettings {
             resync_interval: Duration::from_secs(args.resync_seconds),
             max_concurrent_nodes: args.max_concurrent_nodes.max(1),
-            ..EngineConfig::default()
+            ..LoopSettings::default()
         },
         reuse_cooldown: Duration::from_secs(args.reuse_cooldown_seconds),
         metrics: metrics.clone(),

@@ -9,8 +9,8 @@ use ipam_cloud::{NetworkInterface, Tag};
 use super::*;
 use crate::tags::{CLUSTER_TAG, CREATED_AT_TAG, NODE_TAG};
 
-fn limits(ipv4: u32, max_interfaces: u32, prefix_delegation: bool) -> Limits {
-    Limits {
+fn limits(ipv4: u32, max_interfaces: u32, prefix_delegation: bool) -> InstanceLimits {
+    InstanceLimits {
         max_interfaces,
         ipv4_per_interface: ipv4,
         ipv6_per_interface: 0,
@@ -83,7 +83,7 @@ struct Row {
     why: &'static str,
     node: CiliumNode,
     instance: Instance,
-    limits: Limits,
+    limits: InstanceLimits,
     subnets: Vec<Subnet>,
     capabilities: Capabilities,
     prefix_delegation: bool,

@@ -9,8 +9,8 @@
 mod v0_1_0;
 
 use ipam_cloud::{
-    Assigned, CreateInterfaceRequest, Instance, IpRequest, Limits, NetworkInterface, ProviderError,
-    ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+    Assigned, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest, NetworkInterface,
+    ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 use wasmtime::component::{Component, Linker};
 use wasmtime::Store;
@@ -126,7 +126,7 @@ impl Bindings {
         &self,
         store: &mut Store<StoreState>,
         instance_type: &str,
-    ) -> GuestResult<Limits> {
+    ) -> GuestResult<InstanceLimits> {
         dispatch!(self, store, get_instance_limits(instance_type))
     }
 

@@ -130,7 +130,7 @@ impl Instance {
         &self,
         store: &mut Store<StoreState>,
         instance_type: &str,
-    ) -> GuestResult<cloud::Limits> {
+    ) -> GuestResult<cloud::InstanceLimits> {
         let provider = self.0.ipam_provider_provider();
         Ok(converted(
             provider
@@ -299,7 +299,7 @@ impl From<t::Instance> for cloud::Instance {
     }
 }
 
-impl From<t::Limits> for cloud::Limits {
+impl From<t::Limits> for cloud::InstanceLimits {
     fn from(l: t::Limits) -> Self {
         Self {
             max_interfaces: l.max_interfaces,

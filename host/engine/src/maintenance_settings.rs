@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// Engine-wide settings of pool maintenance.
 #[derive(Debug, Clone)]
-pub struct EngineSettings {
+pub struct MaintenanceSettings {
     /// Tagged on every interface the operator creates (`ipam-operator/cluster`);
     /// leaked-interface GC and interface freeing touch only interfaces with it.
     pub cluster_name: String,
@@ -20,7 +20,7 @@ pub struct EngineSettings {
     pub max_steps: usize,
 }
 
-impl Default for EngineSettings {
+impl Default for MaintenanceSettings {
     fn default() -> Self {
         Self {
             cluster_name: "default".into(),

@@ -186,6 +186,27 @@ fn every_overlay_renders_least_privilege_locked_down_objects() {
         annotations.get("eks.amazonaws.com/role-arn").is_some(),
         "IRSA on the aws overlay: {annotations:?}"
     );
+    // The cloud decides the rate model the engine keeps to: EC2's buckets
+    // only where the provider talks to EC2.
+    for (overlay, cloud) in [
+        ("base", "generic"),
+        ("overlays/aws", "aws"),
+        ("overlays/azure", "generic"),
+        ("overlays/mock", "generic"),
+    ] {
+        let objects = kustomize(overlay);
+        let env = get(
+            find(&objects, "Deployment", "ipam-operator"),
+            "spec.template.spec.containers.0.env",
+        );
+        let value = env
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|e| get(e, "name").as_str() == Some("IPAM_CLOUD"))
+            .map(|e| get(e, "value").as_str().unwrap_or_default().to_string());
+        assert_eq!(value.as_deref(), Some(cloud), "{overlay}");
+    }
 }
 
 // ---- the Helm chart, rendered by the subset renderer ----

@@ -340,6 +340,37 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn cloud_and_credentials_source_are_typed_choices() {
+        let parsed = Command::try_parse_from([
+            "run",
+            "--provider=aws",
+            "--cloud=aws",
+            "--credentials-source=aws",
+        ])
+        .unwrap();
+        assert_eq!(Cloud::from(parsed.run.cloud), Cloud::Aws);
+        assert_eq!(parsed.run.credentials_source, CredentialsSource::Aws);
+        let defaults = Command::try_parse_from(["run", "--provider=mock"]).unwrap();
+        assert_eq!(Cloud::from(defaults.run.cloud), Cloud::Generic);
+        assert_eq!(defaults.run.credentials_source, CredentialsSource::File);
+        let error = Command::try_parse_from(["run", "--provider=x", "--cloud=azure"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("generic") && error.contains("aws"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn a_config_file_becomes_flags() {

@@ -17,7 +17,7 @@ use ipam_engine::Metrics;
 use ipam_engine::{Engine, LoopSettings, RunningEngine};
 use ipam_engine::{Maintainer, MaintenanceSettings};
 use ipam_engine::{MemoryNodeStore, NodeStore};
-use ipam_provider_runtime::WasmProvider;
+use ipam_provider_runtime::{ProviderConfig, WasmProvider};
 use ipam_simulate::{agents, Scenario, DEFAULT_SCENARIO};
 
 /// An engine running in the background over `cloud` and `store`, with its
@@ -261,13 +261,13 @@ fn the_default_simulation_runs_allocation_release_and_gc_and_ends_healthy() {
         .build()
         .unwrap();
     let mut lines = 0;
+    let mut config = ProviderConfig::new(scenario.mock_settings().unwrap());
+    config.limits.timeout = Duration::from_secs(30);
     let summary = tokio
-        .block_on(ipam_simulate::run(
-            runtime(),
-            &module,
-            &scenario,
-            &mut |_| lines += 1,
-        ))
+        .block_on(async {
+            let provider = runtime().load(&module, config).await.unwrap();
+            ipam_simulate::run(provider, &scenario, &mut |_| lines += 1).await
+        })
         .unwrap();
     assert!(summary.healthy(), "{summary}");
     assert!(lines > 5, "progress was shown");

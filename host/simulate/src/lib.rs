@@ -1,8 +1,10 @@
-//! `ipam-operator simulate`: the real engine, the mock provider component
-//! behind a [`CloudModel`] (latency and the cloud's own rate limits), and
-//! in-memory nodes whose simulated agents start and stop pods. Runs on
-//! tokio's paused clock, so simulated minutes cost milliseconds; the caller
-//! provides that runtime (see [`run`]).
+//! `ipam-operator simulate`: the real engine, a provider (the mock component,
+//! loaded by the caller) behind a [`CloudModel`] (latency and the cloud's own
+//! rate limits), and in-memory nodes whose simulated agents start and stop
+//! pods. Runs on tokio's paused clock, so simulated minutes cost
+//! milliseconds; the caller provides that runtime (see [`run`]). Nothing here
+//! knows how the provider runs: the engine's tests use the agents with a
+//! fake cloud, the binary with the wasm mock.
 
 pub mod agents;
 pub mod cloud_model;
@@ -24,7 +26,6 @@ use ipam_engine::{
     NodeStore,
 };
 use ipam_pool::tags::cluster_tag;
-use ipam_provider_runtime::{CallLimits, LoadError, ProviderConfig, ProviderRuntime, WasmProvider};
 pub use scenario::{Scenario, ScenarioError, DEFAULT_SCENARIO};
 pub use summary::{PhaseResult, Summary};
 
@@ -34,8 +35,6 @@ const CLUSTER: &str = "sim";
 pub enum SimulateError {
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
-    #[error("loading the provider: {0}")]
-    Load(#[from] LoadError),
     #[error(transparent)]
     Store(#[from] ipam_engine::StoreError),
     #[error("reading the final cloud state: {0}")]
@@ -75,29 +74,21 @@ impl std::fmt::Display for Progress {
     }
 }
 
-type SimCloud = LimitedCloud<CloudModel<WasmProvider>>;
-
-/// Run `scenario` with the mock provider `module`. Must run on a
+/// Run `scenario` against `provider`, a mock provider configured with the
+/// scenario's cloud ([`Scenario::mock_settings`]). Must run on a
 /// current-thread runtime whose clock is paused (`start_paused(true)`), which
 /// is what makes simulated time free.
-pub async fn run(
-    runtime: &ProviderRuntime,
-    module: &[u8],
+pub async fn run<C: CloudApi + 'static>(
+    provider: C,
     scenario: &Scenario,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Summary, SimulateError> {
     let wall = std::time::Instant::now();
-    let mut config = ProviderConfig::new(scenario.mock_settings()?);
-    config.limits = CallLimits {
-        timeout: Duration::from_secs(30),
-        ..CallLimits::default()
-    };
-    let provider = runtime.load(module, config).await?;
     // The simulated cloud is EC2-like: its rate model is EC2's, enforced by
     // the cloud model and kept to by the engine.
     let limits = Cloud::Aws.rate_limits();
     let metrics = Arc::new(Metrics::new());
-    let cloud: Arc<SimCloud> = Arc::new(
+    let cloud: Arc<LimitedCloud<CloudModel<C>>> = Arc::new(
         LimitedCloud::new(
             CloudModel::new(provider, scenario.latency.clone(), limits.clone()),
             limits,

@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use ipam_provider_runtime::{ProviderRuntime, RuntimeConfig};
+use ipam_provider_runtime::{CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig};
 use ipam_simulate::{Scenario, DEFAULT_SCENARIO};
 
 use crate::modules::{resolve_module, search_path};
@@ -60,9 +61,19 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         scenario.duration_seconds,
         module_path.display()
     );
-    let summary = tokio.block_on(ipam_simulate::run(&runtime, &module, &scenario, &mut |p| {
-        println!("{p}");
-    }))?;
+    let mut config = ProviderConfig::new(scenario.mock_settings()?);
+    config.limits = CallLimits {
+        timeout: Duration::from_secs(30),
+        ..CallLimits::default()
+    };
+    let summary = tokio.block_on(async {
+        let provider = runtime
+            .load(&module, config)
+            .await
+            .with_context(|| format!("loading {}", module_path.display()))?;
+        let summary = ipam_simulate::run(provider, &scenario, &mut |p| println!("{p}")).await?;
+        anyhow::Ok(summary)
+    })?;
     println!();
     print!("{summary}");
     if summary.healthy() {

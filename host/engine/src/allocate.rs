@@ -40,6 +40,12 @@ fn no_free_prefix(error: &CloudError) -> bool {
     )
 }
 
+/// The cloud refused a create because the instance is not as cached (a
+/// device index taken by someone else): the cached instance is stale.
+fn instance_changed_under_us(error: &CloudError) -> bool {
+    matches!(error.provider_error(), Some(ProviderError::Conflict(_)))
+}
+
 /// One allocation step for `node`.
 pub async fn allocate_step(
     cloud: &dyn CloudApi,
@@ -108,12 +114,27 @@ pub async fn allocate_step(
             fallback,
             why,
         } => {
-            let created = match (cloud.create_interface(&request).await, fallback) {
+            let result = match (cloud.create_interface(&request).await, fallback) {
                 (Err(e), Some(fallback)) if no_free_prefix(&e) => {
                     tracing::info!(node = %node.name, subnet = %request.subnet_id, "no free /28 in the subnet: creating with /32 addresses");
-                    cloud.create_interface(&fallback).await?
+                    cloud.create_interface(&fallback).await
                 }
-                (result, _) => result?,
+                (result, _) => result,
+            };
+            let created = match result {
+                Ok(created) => created,
+                Err(error) => {
+                    if instance_changed_under_us(&error) {
+                        // Read the instance again now, so the next pass plans
+                        // from the cloud and not from a stale cache (else it
+                        // would wait for the next full resync).
+                        tracing::info!(node = %node.name, %error, "the instance changed under the cache: refreshing it");
+                        if let Err(refresh) = cache.resync_instance(cloud, instance_id).await {
+                            tracing::warn!(node = %node.name, error = %refresh, "refreshing the instance failed");
+                        }
+                    }
+                    return Err(error);
+                }
             };
             tracing::info!(node = %node.name, interface = %created.id, index = request.index,
                 subnet = %request.subnet_id, why, "created interface");

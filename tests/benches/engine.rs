@@ -12,7 +12,7 @@
 //!   over every satisfied node, and (apart) the provider's full listing.
 //!
 //! Run: `cargo xtask bench` or, after `cargo xtask providers`,
-//! `cargo bench -p ipam-host --bench engine [-- s1|s3]`.
+//! `cargo bench -p ipam-tests --bench engine [-- s1|s3]`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};

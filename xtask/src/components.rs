@@ -9,7 +9,7 @@ use crate::{build_cache, component_cache, repo_root, run, setup};
 const TARGET: &str = "wasm32-wasip2";
 
 /// Debian's Rust for the web and what it needs to link wasip2 components
-/// (design.md section 7): used when rustup has no wasm32-wasip2 std.
+/// (Debian 12's route): used when rustup has no wasm32-wasip2 std.
 const DEBIAN_PACKAGES: &[&str] = &[
     "rustc-web",
     "cargo-web",
@@ -31,7 +31,7 @@ const COMPONENTS: &[(&str, &str)] = &[
 /// inputs change (`component_cache`).
 const AWS: (&str, &str, &str) = ("aws-provider", "aws_provider", "aws");
 
-/// Flags for Debian's rustc-web to link wasip2 components (design.md §7).
+/// Flags for Debian's rustc-web to link wasip2 components.
 const DEBIAN_RUSTFLAGS: &str =
     "-L /usr/lib/wasm32-wasi -Clink-self-contained=no -Clink-arg=--wasm-ld-path=/usr/bin/wasm-ld-19";
 

@@ -18,7 +18,7 @@ commands:
   run         build them and run the main job: `ipam-operator simulate` on its
               embedded default scenario (extra arguments go to ipam-operator)
   test        build them and run fmt, clippy and every test
-  bench       build them and run the benchmarks (provider runtime, engine)
+  bench       build them and run the benchmarks (pure decisions, provider runtime, engine)
 
 environment:
   IPAM_WASM_TOOLCHAIN=auto|rustup|debian   how to build wasm32-wasip2 (default auto)

@@ -1,5 +1,5 @@
 //! How many addresses a node needs or has in excess, Cilium's formulas
-//! (pkg/ipam/node.go) with the bootstrap rule of design.md section 4: while a
+//! (pkg/ipam/node.go) with one rule of this project's added: while a
 //! node has not used up its initial min-allocate + max-above-watermark, its
 //! pool is never released below that level (Cilium's older rule could release
 //! a fresh node below min-allocate and then allocate again).

@@ -137,4 +137,8 @@ async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_leas
         "lease handed back: {lease}"
     );
     assert!(stderr.contains("became the leader"), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "no colour escape codes when stderr is not a terminal: {stderr:?}"
+    );
 }

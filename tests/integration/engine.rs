@@ -17,6 +17,7 @@ use ipam_engine::Metrics;
 use ipam_engine::{Engine, LoopSettings, RunningEngine};
 use ipam_engine::{Maintainer, MaintenanceSettings};
 use ipam_engine::{MemoryNodeStore, NodeStore};
+use ipam_pool::agent;
 use ipam_provider_runtime::{ProviderConfig, WasmProvider};
 use ipam_simulate::{agents, Scenario, DEFAULT_SCENARIO};
 
@@ -124,7 +125,7 @@ async fn nodes_converge_publish_their_interfaces_and_show_in_metrics() {
         metrics,
     );
     first.ready().await;
-    agents_until(&store, 3, Duration::from_secs(300), agents::settled).await;
+    agents_until(&store, 3, Duration::from_secs(300), agent::settled).await;
     for (name, pre) in [("n1", 8), ("n2", 12)] {
         let n = store.get(name).await.unwrap().unwrap();
         assert_eq!(
@@ -168,7 +169,7 @@ async fn a_restart_over_satisfied_nodes_makes_zero_mutating_calls() {
         first_metrics,
     );
     first.ready().await;
-    agents_until(&store, 2, Duration::from_secs(300), agents::settled).await;
+    agents_until(&store, 2, Duration::from_secs(300), agent::settled).await;
     assert!(first.mutating_calls() > 0);
     first.stop().await;
 
@@ -184,7 +185,7 @@ async fn a_restart_over_satisfied_nodes_makes_zero_mutating_calls() {
     );
     second.ready().await;
     // A few resyncs and agent rounds later, still nothing changed.
-    agents_until(&store, 2, Duration::from_secs(5), agents::settled).await;
+    agents_until(&store, 2, Duration::from_secs(5), agent::settled).await;
     tokio::time::sleep(Duration::from_secs(180)).await;
     assert_eq!(second.mutating_calls(), 0, "{}", second.metrics.encode());
     assert!(
@@ -209,7 +210,7 @@ async fn excess_goes_through_the_handshake_and_unneeded_interfaces_are_freed() {
     let running = start(cloud.clone(), store.clone(), settings, metrics);
     running.ready().await;
     // Four pods: 4 used + 2 free needs both pod interfaces.
-    agents_until(&store, 4, Duration::from_secs(300), agents::settled).await;
+    agents_until(&store, 4, Duration::from_secs(300), agent::settled).await;
     let interfaces = || async {
         cloud.get_instances(&["i-0003".into()]).await.unwrap()[0]
             .interfaces
@@ -217,7 +218,7 @@ async fn excess_goes_through_the_handshake_and_unneeded_interfaces_are_freed() {
     };
     assert_eq!(interfaces().await, 3);
     // Pods go; the agent answers the handshake; the emptier interface goes.
-    agents_until(&store, 0, Duration::from_secs(600), agents::settled).await;
+    agents_until(&store, 0, Duration::from_secs(600), agent::settled).await;
     assert_eq!(interfaces().await, 2, "one interface freed whole");
     let n3 = store.get("n3").await.unwrap().unwrap();
     assert_eq!(n3.spec.ipam.pool.len(), 2, "pre-allocate kept");

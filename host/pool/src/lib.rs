@@ -7,6 +7,7 @@
 //! wasmtime, kube or HTTP. The engine (`ipam-engine`) executes what these
 //! decide.
 
+pub mod agent;
 pub mod allocation;
 pub mod backoff;
 pub mod handshake;

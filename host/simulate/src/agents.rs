@@ -1,15 +1,9 @@
-//! The simulated cilium-agents: on every tick each node starts or stops
-//! pods to match the workload (a pod takes a free pool address into
-//! status.ipam.used; a pod that finds none is pending), and answers the
-//! release handshake as the agent does (ready-for-release for an unused
-//! address, do-not-release for a used one; a released entry is dropped once
-//! the address left the pool).
+//! The simulated cilium-agents: on every tick each node's agent acts as
+//! [`ipam_pool::agent::act`] decides (pods started or stopped to match the
+//! workload, the release handshake answered) and writes its own fields.
 
-use std::collections::BTreeMap;
-
-use ipam_ciliumnode::{AllocationIp, CiliumNode, ReleaseState};
 use ipam_engine::{MemoryNodeStore, NodeStore, StoreError};
-use ipam_pool::{watermarks, NodeView};
+use ipam_pool::agent::{act, satisfied, settled};
 
 /// What the agents saw on one tick.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -22,88 +16,6 @@ pub struct AgentTick {
     pub pods_running: u64,
     pub pods_pending: u64,
     pub pool: u64,
-}
-
-/// One node's agent decisions, as a pure function of the node: the node
-/// after the agent's changes (if any) and the pods left pending.
-pub fn act(node: &CiliumNode, pods_wanted: u32) -> (Option<CiliumNode>, u32) {
-    let mut next = node.clone();
-    let ipam = &mut next.status.ipam;
-    // The handshake.
-    let mut answers = BTreeMap::new();
-    for (ip, state) in &ipam.release_ips {
-        match state {
-            ReleaseState::MarkedForRelease if ipam.used.contains_key(ip) => {
-                answers.insert(ip.clone(), Some(ReleaseState::DoNotRelease));
-            }
-            ReleaseState::MarkedForRelease => {
-                answers.insert(ip.clone(), Some(ReleaseState::ReadyForRelease));
-            }
-            ReleaseState::Released if !next.spec.ipam.pool.contains_key(ip) => {
-                answers.insert(ip.clone(), None);
-            }
-            _ => {}
-        }
-    }
-    for (ip, answer) in answers {
-        match answer {
-            Some(state) => ipam.release_ips.insert(ip, state),
-            None => ipam.release_ips.remove(&ip),
-        };
-    }
-    // Pods stop (the highest addresses first) or start on free addresses
-    // that are not in the handshake.
-    let wanted = pods_wanted as usize;
-    while ipam.used.len() > wanted {
-        ipam.used.pop_last();
-    }
-    let free: Vec<String> = next
-        .spec
-        .ipam
-        .pool
-        .keys()
-        .filter(|ip| !ipam.used.contains_key(*ip) && !ipam.release_ips.contains_key(*ip))
-        .take(wanted.saturating_sub(ipam.used.len()))
-        .cloned()
-        .collect();
-    for ip in free {
-        let owner = format!("sim/pod-{}", ip.replace('.', "-"));
-        ipam.used.insert(
-            ip,
-            AllocationIp {
-                owner: Some(owner),
-                resource: None,
-            },
-        );
-    }
-    let pending = u32::try_from(wanted.saturating_sub(ipam.used.len())).unwrap_or(u32::MAX);
-    let changed = next.status.ipam != node.status.ipam;
-    (changed.then_some(next), pending)
-}
-
-fn counts(node: &CiliumNode) -> (u32, u32) {
-    let available = u32::try_from(node.spec.ipam.pool.len()).unwrap_or(u32::MAX);
-    let used = u32::try_from(node.status.ipam.used.len()).unwrap_or(u32::MAX);
-    (available, used)
-}
-
-/// Every pod has an address and the node needs nothing more.
-pub fn satisfied(node: &CiliumNode, pending: u32) -> bool {
-    let (available, used) = counts(node);
-    pending == 0 && watermarks::needed(node.watermarks(), available, used) == 0
-}
-
-/// Satisfied, with nothing excess and no release in progress either.
-pub fn settled(node: &CiliumNode, pending: u32) -> bool {
-    let (available, used) = counts(node);
-    satisfied(node, pending)
-        && watermarks::excess(node.watermarks(), available, used) == 0
-        && node
-            .status
-            .ipam
-            .release_ips
-            .values()
-            .all(|state| *state == ReleaseState::Released)
 }
 
 /// Every node's agent acts once.
@@ -132,88 +44,4 @@ pub async fn tick(store: &MemoryNodeStore, pods_wanted: u32) -> Result<AgentTick
         out.pool += node.spec.ipam.pool.len() as u64;
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MARKED_FOR_RELEASE: &str = "marked-for-release";
-    const READY_FOR_RELEASE: &str = "ready-for-release";
-    const RELEASED: &str = "released";
-
-    /// A node as an agent would find it (release-ips in the CRD's spellings).
-    fn node(pool: &[&str], used: &[&str], release: &[(&str, &str)]) -> CiliumNode {
-        let mut node = CiliumNode {
-            name: "n".into(),
-            ..Default::default()
-        };
-        for ip in pool {
-            node.spec
-                .ipam
-                .pool
-                .insert(ip.to_string(), AllocationIp::default());
-        }
-        for ip in used {
-            node.status
-                .ipam
-                .used
-                .insert(ip.to_string(), AllocationIp::default());
-        }
-        for (ip, state) in release {
-            node.status
-                .ipam
-                .release_ips
-                .insert(ip.to_string(), ReleaseState::from(state.to_string()));
-        }
-        node
-    }
-
-    #[test]
-    fn pods_take_free_addresses_and_wait_when_there_are_none() {
-        let (next, pending) = act(&node(&["10.0.0.1", "10.0.0.2"], &[], &[]), 3);
-        let next = next.unwrap();
-        assert_eq!(next.status.ipam.used.len(), 2);
-        assert_eq!(pending, 1);
-        let (same, pending) = act(&next, 2);
-        assert!(same.is_none(), "nothing to change");
-        assert_eq!(pending, 0);
-    }
-
-    #[test]
-    fn the_handshake_is_answered_as_the_agent_does() {
-        let n = node(
-            &["10.0.0.1", "10.0.0.2"],
-            &["10.0.0.1"],
-            &[
-                ("10.0.0.1", MARKED_FOR_RELEASE),
-                ("10.0.0.2", MARKED_FOR_RELEASE),
-                ("10.0.0.9", RELEASED),
-            ],
-        );
-        let next = act(&n, 1).0.unwrap();
-        let states = &next.status.ipam.release_ips;
-        assert_eq!(states["10.0.0.1"], ReleaseState::DoNotRelease);
-        assert_eq!(states["10.0.0.2"], ReleaseState::ReadyForRelease);
-        assert!(
-            !states.contains_key("10.0.0.9"),
-            "released and gone from the pool"
-        );
-    }
-
-    #[test]
-    fn addresses_in_the_handshake_are_not_given_to_pods() {
-        let n = node(
-            &["10.0.0.1", "10.0.0.2"],
-            &[],
-            &[("10.0.0.1", READY_FOR_RELEASE)],
-        );
-        let (next, pending) = act(&n, 2);
-        let next = next.unwrap();
-        assert_eq!(
-            next.status.ipam.used.keys().collect::<Vec<_>>(),
-            ["10.0.0.2"]
-        );
-        assert_eq!(pending, 1);
-    }
 }

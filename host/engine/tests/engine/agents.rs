@@ -1,17 +1,30 @@
-//! The simulated cilium-agents of `ipam-simulate` (pods take free pool
-//! addresses, the release handshake answered as the agent does), ticked
-//! until every node settles.
+//! Simulated cilium-agents, as [`ipam_pool::agent`] decides (pods take free
+//! pool addresses, the release handshake answered as the agent does),
+//! ticked until every node settles.
 
 use std::time::Duration;
 
 use ipam_engine::{MemoryNodeStore, NodeStore};
-use ipam_simulate::agents::settled;
+use ipam_pool::agent::{act, settled};
 
-/// Every node's agent acts once, wanting `pods` pods.
+/// Every node's agent acts once, wanting `pods` pods, and writes only its
+/// own fields.
 pub async fn tick(store: &MemoryNodeStore, pods: u32) {
-    ipam_simulate::agents::tick(store, pods)
-        .await
-        .expect("the in-memory store answers");
+    for node in store.list().await.unwrap() {
+        let (changed, pending) = act(&node, pods);
+        if let Some(next) = changed {
+            let status = next.status.ipam;
+            store
+                .agent_update(&node.name, move |n| {
+                    n.status.ipam.used = status.used;
+                    n.status.ipam.release_ips = status.release_ips;
+                })
+                .unwrap();
+        }
+        if store.pending_pods(&node.name) != pending {
+            store.set_pending_pods(&node.name, pending).unwrap();
+        }
+    }
 }
 
 /// Let the agents act every 5 simulated seconds until every node is

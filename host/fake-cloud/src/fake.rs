@@ -1,8 +1,11 @@
-//! [`FakeCloud`]: the world behind a mutex, as a [`CloudApi`]. Each call is
-//! counted, meets its injected fault (if any), is checked against the
-//! declared capabilities, and then runs on the world. The lock is taken and
-//! dropped inside each call and never held across an await (the calls never
-//! wait), so the fake may be shared by any number of tasks.
+//! [`FakeCloud`]: the wasm mock provider's own state machine
+//! ([`mock_provider::Cloud`], compiled natively) behind a mutex, as a
+//! [`CloudApi`]. Each call is counted, meets its injected fault (the mock's
+//! faults, armed at run time), is checked against the declared capabilities,
+//! and then runs on the mock's cloud; answers and errors are converted to the
+//! `ipam-cloud` model. The lock is taken and dropped inside each call and
+//! never held across an await (the calls never wait), so the fake may be
+//! shared by any number of tasks.
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -12,31 +15,29 @@ use ipam_cloud::{
     IpRequest, NetworkInterface, Operation, ProviderError, ProviderInfo, SecurityGroup, Subnet,
     Tag, Vpc,
 };
+use ipam_provider_sdk as sdk;
+use mock_provider::Cloud;
 
 use crate::calls::CallCounter;
-use crate::faults::Faults;
-use crate::world::{invalid, Attach, World};
+use crate::convert::{self, IntoModel};
 
 /// The provider name the fake reports, and its errors carry.
 pub const PROVIDER_NAME: &str = "fake";
 
-#[derive(Debug, Default)]
-struct State {
-    world: World,
-    faults: Faults,
-}
+/// The mock's attach step inside create-interface, as its faults name it.
+const ATTACH: &str = "attach-interface";
 
-/// An in-process cloud with the wasm mock provider's rules; see the crate
-/// documentation.
+/// An in-process cloud running the wasm mock provider's state machine; see
+/// the crate documentation.
 #[derive(Debug)]
 pub struct FakeCloud {
     info: ProviderInfo,
-    state: Mutex<State>,
+    cloud: Mutex<Cloud>,
     calls: CallCounter,
 }
 
 impl FakeCloud {
-    pub(crate) fn new(world: World, capabilities: Capabilities, max_concurrency: u32) -> Self {
+    pub(crate) fn new(cloud: Cloud, capabilities: Capabilities, max_concurrency: u32) -> Self {
         Self {
             info: ProviderInfo {
                 name: PROVIDER_NAME.into(),
@@ -44,10 +45,7 @@ impl FakeCloud {
                 capabilities,
                 max_concurrency,
             },
-            state: Mutex::new(State {
-                world,
-                faults: Faults::default(),
-            }),
+            cloud: Mutex::new(cloud),
             calls: CallCounter::default(),
         }
     }
@@ -69,53 +67,77 @@ impl FakeCloud {
         self.calls.mutating()
     }
 
-    /// The next `times` calls of `operation` fail with `error` and change
-    /// nothing. Armed faults of one operation fire in the order armed.
+    /// The next `times` calls of `operation` fail and change nothing: a mock
+    /// fault on the operation. The error has `error`'s case (and its
+    /// retry-after, to the millisecond) and the mock's message, `injected
+    /// fault on <operation>`. Armed faults of one operation fire in the
+    /// order armed.
     pub fn fail_next(&self, operation: Operation, times: u32, error: ProviderError) {
-        self.lock().faults.fail(operation, times, error);
+        self.arm(convert::fault(operation.wit_name(), times, &error, false));
     }
 
     /// The next `times` create-interface calls that pass their checks create
     /// their interface, leave it detached (with the request's tags and
-    /// index) and fail with `error`: a leak for GC to find.
+    /// index) and fail: a leak for GC to find. This is the mock's
+    /// `attach-interface` fault with `leak`; the error has `error`'s case and
+    /// the mock's message, `injected fault on attach-interface`.
     pub fn leak_next_creates(&self, times: u32, error: ProviderError) {
-        self.lock().faults.leak(times, error);
+        self.arm(convert::fault(ATTACH, times, &error, true));
+    }
+
+    fn arm(&self, fault: mock_provider::FaultSpec) {
+        if fault.times == 0 {
+            return;
+        }
+        // The operation is a WIT name or attach-interface, and the error a
+        // WIT case: the mock knows them all.
+        if let Err(error) = self.lock().faults.arm(fault) {
+            panic!("the mock refused a fault: {error}");
+        }
     }
 
     /// An instance as get-instances would answer, without counting a call.
     pub fn instance(&self, id: &str) -> Option<Instance> {
-        self.lock().world.instances(&[id.to_string()]).pop()
+        self.lock().instances(&[id.to_string()]).into_model().pop()
     }
 
     /// Every detached interface, without counting a call.
     pub fn detached(&self) -> Vec<NetworkInterface> {
-        self.lock().world.detached_interfaces(&[])
+        self.lock().detached_interfaces(&[]).into_model()
     }
 
     /// A subnet as get-subnets would answer, without counting a call.
     pub fn subnet(&self, id: &str) -> Option<Subnet> {
-        self.lock().world.subnets().into_iter().find(|s| s.id == id)
+        self.lock()
+            .subnets()
+            .into_iter()
+            .find(|s| s.id == id)
+            .map(IntoModel::into_model)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // Every world operation checks before it changes anything, so a
-        // panic elsewhere cannot leave the world half-changed.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Cloud> {
+        // Every mock operation checks before it changes anything, so a
+        // panic elsewhere cannot leave the cloud half-changed.
+        self.cloud.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Count the call, fire its fault or refuse it for a missing
-    /// capability, else run it on the world.
-    fn call<T>(
+    /// capability, else run it on the mock's cloud.
+    fn call<T: IntoModel>(
         &self,
         operation: Operation,
         allowed: Result<(), ProviderError>,
-        run: impl FnOnce(&mut State) -> Result<T, ProviderError>,
-    ) -> Result<T, CloudError> {
+        run: impl FnOnce(&mut Cloud) -> Result<T, sdk::Error>,
+    ) -> Result<T::Model, CloudError> {
         self.calls.record(operation);
-        let mut state = self.lock();
-        let result = match state.faults.failure(operation) {
-            Some(error) => Err(error),
-            None => allowed.and_then(|()| run(&mut state)),
+        let mut cloud = self.lock();
+        let result = match cloud.faults.check(operation.wit_name()) {
+            Some(fault) => Err(fault.error.into_model()),
+            None => allowed.and_then(|()| {
+                run(&mut cloud)
+                    .map(IntoModel::into_model)
+                    .map_err(IntoModel::into_model)
+            }),
         };
         result.map_err(|error| CloudError::Provider {
             provider: PROVIDER_NAME.into(),
@@ -123,11 +145,14 @@ impl FakeCloud {
         })
     }
 
+    /// A missing capability: invalid-argument, as the WIT says.
     fn require(&self, has: bool, what: &str) -> Result<(), ProviderError> {
         if has {
             Ok(())
         } else {
-            Err(invalid(format!("the provider cannot {what}")))
+            Err(ProviderError::InvalidArgument(format!(
+                "the provider cannot {what}"
+            )))
         }
     }
 }
@@ -139,37 +164,36 @@ impl CloudApi for FakeCloud {
     }
 
     async fn get_vpcs(&self) -> Result<Vec<Vpc>, CloudError> {
-        self.call(Operation::GetVpcs, Ok(()), |s| Ok(s.world.vpcs.clone()))
+        self.call(Operation::GetVpcs, Ok(()), |c| Ok(c.vpcs()))
     }
 
     async fn get_subnets(&self) -> Result<Vec<Subnet>, CloudError> {
-        self.call(Operation::GetSubnets, Ok(()), |s| Ok(s.world.subnets()))
+        self.call(Operation::GetSubnets, Ok(()), |c| Ok(c.subnets()))
     }
 
     async fn get_security_groups(&self) -> Result<Vec<SecurityGroup>, CloudError> {
-        self.call(Operation::GetSecurityGroups, Ok(()), |s| {
-            Ok(s.world.security_groups.values().cloned().collect())
+        self.call(Operation::GetSecurityGroups, Ok(()), |c| {
+            Ok(c.security_groups())
         })
     }
 
     async fn get_instances(&self, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
-        self.call(Operation::GetInstances, Ok(()), |s| {
-            Ok(s.world.instances(ids))
-        })
+        self.call(Operation::GetInstances, Ok(()), |c| Ok(c.instances(ids)))
     }
 
     async fn get_detached_interfaces(
         &self,
         tags: &[Tag],
     ) -> Result<Vec<NetworkInterface>, CloudError> {
-        self.call(Operation::GetDetachedInterfaces, Ok(()), |s| {
-            Ok(s.world.detached_interfaces(tags))
+        let tags = convert::tags(tags);
+        self.call(Operation::GetDetachedInterfaces, Ok(()), |c| {
+            Ok(c.detached_interfaces(&tags))
         })
     }
 
     async fn get_instance_limits(&self, instance_type: &str) -> Result<InstanceLimits, CloudError> {
-        self.call(Operation::GetInstanceLimits, Ok(()), |s| {
-            s.world.instance_limits(instance_type)
+        self.call(Operation::GetInstanceLimits, Ok(()), |c| {
+            c.instance_limits(instance_type)
         })
     }
 
@@ -181,19 +205,15 @@ impl CloudApi for FakeCloud {
         let allowed = self
             .require(caps.create_interface, "create interfaces")
             .and_then(|()| self.require(caps.prefixes || !request.use_prefixes, "assign prefixes"));
-        self.call(Operation::CreateInterface, allowed, |s| {
-            let State { world, faults } = s;
-            world.create_interface(request, || match faults.leak_now() {
-                Some(error) => Attach::Leak(error),
-                None => Attach::Yes,
-            })
+        self.call(Operation::CreateInterface, allowed, |c| {
+            c.create_interface(convert::create_request(request))
         })
     }
 
     async fn delete_interface(&self, interface_id: &str) -> Result<(), CloudError> {
         let allowed = self.require(self.info.capabilities.delete_interface, "delete interfaces");
-        self.call(Operation::DeleteInterface, allowed, |s| {
-            s.world.delete_interface(interface_id)
+        self.call(Operation::DeleteInterface, allowed, |c| {
+            c.delete_interface(interface_id)
         })
     }
 
@@ -207,8 +227,8 @@ impl CloudApi for FakeCloud {
             self.info.capabilities.prefixes || !prefixes,
             "assign prefixes",
         );
-        self.call(Operation::AssignIps, allowed, |s| {
-            s.world.assign_ips(interface_id, request)
+        self.call(Operation::AssignIps, allowed, |c| {
+            c.assign_ips(interface_id, convert::ip_request(request))
         })
     }
 
@@ -219,8 +239,8 @@ impl CloudApi for FakeCloud {
         prefixes: &[String],
     ) -> Result<(), CloudError> {
         let allowed = self.require(self.info.capabilities.release, "release addresses");
-        self.call(Operation::UnassignIps, allowed, |s| {
-            s.world.unassign_ips(interface_id, addresses, prefixes)
+        self.call(Operation::UnassignIps, allowed, |c| {
+            c.unassign_ips(interface_id, addresses, prefixes)
         })
     }
 }

@@ -1,7 +1,9 @@
 //! An in-process fake cloud implementing [`ipam_cloud::CloudApi`] in plain
-//! Rust, so the engine's tests run without wasmtime. It follows the wasm mock
-//! provider's rules (`providers/mock`) where they matter to the engine, and
-//! the WIT contract (`wit/0.1.0/provider.wit`) for every operation:
+//! Rust, so the engine's tests run without wasmtime. Its cloud is the wasm
+//! mock provider's own state machine (`providers/mock`, crate
+//! `mock-provider`), compiled natively: the same rules, in one
+//! implementation, as the component the simulations and integration tests
+//! run (see `providers/mock/README.md`):
 //!
 //! - per-instance-type limits: interfaces per instance, IPv4 slots per
 //!   interface (the primary address counts, a /28 takes one), prefix
@@ -16,18 +18,18 @@
 //! - delete-interface and unassign-ips are idempotent; the primary interface
 //!   cannot be deleted; unknown ids are not-found.
 //!
-//! On top, what tests need: a [`FakeCloudBuilder`] to declare the cloud,
-//! [`FakeCloud::standard`] for a ready-made one, call counts per
-//! [`ipam_cloud::Operation`], injected failures and leaked creates, and
-//! settable capabilities.
+//! The mock's answers are SDK (WIT-generated) types, converted to the
+//! `ipam-cloud` model in one module, as the provider runtime converts a
+//! component's. On top, what tests need: a [`FakeCloudBuilder`] to declare
+//! the cloud (the mock's settings), [`FakeCloud::standard`] for a ready-made
+//! one, call counts per [`ipam_cloud::Operation`], injected failures and
+//! leaked creates (the mock's faults), and settable capabilities.
 
-mod addresses;
 mod builder;
 mod calls;
+mod convert;
 mod fake;
-mod faults;
 mod standard;
-mod world;
 
 pub use builder::{FakeCloudBuilder, InstanceSpec, SubnetSpec};
 pub use fake::{FakeCloud, PROVIDER_NAME};

@@ -1,4 +1,4 @@
-//! A ready-made cloud like the wasm mock's default: one VPC, one /16 pod
+//! A ready-made cloud like the wasm mock's default settings: one VPC, one /16 pod
 //! subnet per zone, and `nodes` m5.large instances (`i-0000`, `i-0001`, ...
 //! in order), the zones filled one after the other with as many nodes as a
 //! /16 holds at full capacity, so no test of the engine runs out of subnet

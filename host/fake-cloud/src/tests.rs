@@ -1,4 +1,6 @@
-//! The fake's rules, through the `CloudApi` trait as the engine meets them.
+//! The mock's rules, run natively through the fake's conversions and the
+//! `CloudApi` trait as the engine meets them, and what the fake adds: call
+//! counts, injected faults, capabilities, the standard cloud.
 
 use std::time::Duration;
 
@@ -404,8 +406,10 @@ async fn listings_leave_out_unknown_instances_and_attached_interfaces() {
     assert_eq!(code(cloud.get_instance_limits("pd").await), "ok");
     assert_eq!(code(cloud.get_instance_limits("huge").await), "not-found");
 
-    let transient = ProviderError::Transient("attach failed".into());
-    cloud.leak_next_creates(2, transient.clone());
+    cloud.leak_next_creates(2, ProviderError::Transient("attach failed".into()));
+    // The mock's attach-interface fault: the case is kept, the message is
+    // the mock's.
+    let transient = ProviderError::Transient("injected fault on attach-interface".into());
     let mut ours = create("i-pd", 1, "subnet-big", 2);
     ours.tags.push(tag("node", "n1"));
     let theirs = CreateInterfaceRequest {
@@ -481,9 +485,17 @@ async fn injected_failures_capabilities_and_call_counts() {
         1,
         ProviderError::Conflict("busy".into()),
     );
+    cloud.fail_next(Operation::AssignIps, 0, ProviderError::Other("x".into()));
     assert_eq!(
-        code(cloud.assign_ips(&primary, IpRequest::Addresses(1)).await),
-        "conflict"
+        cloud
+            .assign_ips(&primary, IpRequest::Addresses(1))
+            .await
+            .unwrap_err()
+            .provider_error(),
+        Some(&ProviderError::Conflict(
+            "injected fault on assign-ips".into()
+        )),
+        "the case armed, the mock's message"
     );
     assert_eq!(
         cloud.instance("i-pd").unwrap().interfaces[0]
@@ -613,6 +625,7 @@ fn bad_declarations_are_invalid_arguments() {
                 ..SMALL
             }),
         ),
+        ("type twice", builder().instance_type("pd", SMALL)),
         (
             "unknown type",
             builder().instance(InstanceSpec::new("i-x", "huge", "subnet-big")),

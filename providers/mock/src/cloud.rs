@@ -2,6 +2,10 @@
 //! count and device-index conflicts per instance, address slots per interface,
 //! subnet capacity and /28 availability. Every map is ordered and every id
 //! comes from a counter, so the same calls give the same answers.
+//!
+//! The component serves this [`Cloud`] behind the WIT exports; the host's
+//! fake cloud (`ipam-fake-cloud`) runs it natively behind a mutex, converting
+//! its SDK types to the host's model.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -43,6 +47,10 @@ struct Eni {
     instance_id: Option<String>,
 }
 
+/// The whole mock cloud: built from [`Settings`] by [`Cloud::new`], changed
+/// only by its operations. Injected faults of the WIT operations are checked
+/// by the caller (`faults.check`) before calling; `attach-interface` faults
+/// fire inside [`Cloud::create_interface`].
 #[derive(Debug, Default)]
 pub struct Cloud {
     vpcs: Vec<Vpc>,
@@ -69,6 +77,8 @@ fn tags_of(map: &BTreeMap<String, String>) -> Vec<Tag> {
 }
 
 impl Cloud {
+    /// The cloud the settings describe, or invalid-argument naming what is
+    /// wrong with them.
     pub fn new(settings: Settings) -> Result<Self, Error> {
         let mut cloud = Cloud {
             faults: Faults::new(settings.faults).map_err(invalid)?,

@@ -1,5 +1,6 @@
 //! Injected failures: an operation fails a chosen number of times with a
-//! chosen error, after a chosen number of successes.
+//! chosen error, after a chosen number of successes. The host's fake cloud
+//! arms these at run time ([`Faults::arm`]) for its injected failures.
 
 use ipam_provider_sdk::Error;
 
@@ -18,11 +19,14 @@ pub struct Faults {
 }
 
 /// What a firing fault says to do.
+#[derive(Debug)]
 pub struct Injected {
     pub error: Error,
     pub leak: bool,
 }
 
+/// The operations a fault can name: the WIT operations, and
+/// `attach-interface` (the attach step inside create-interface).
 pub const OPERATIONS: &[&str] = &[
     "get-vpcs",
     "get-subnets",
@@ -55,6 +59,14 @@ impl Faults {
                 })
                 .collect(),
         })
+    }
+
+    /// Add a fault after those already armed, as if it had been the last of
+    /// the settings' `faults`; its `after` counts the calls that reach it from now on.
+    pub fn arm(&mut self, spec: FaultSpec) -> Result<(), String> {
+        let mut armed = Self::new(vec![spec])?;
+        self.faults.append(&mut armed.faults);
+        Ok(())
     }
 
     /// Count a call of `operation`; the first fault due for it fires.
@@ -94,4 +106,41 @@ fn error_of(spec: &FaultSpec) -> Result<Error, String> {
         "other" => Error::Other(message),
         other => return Err(format!("fault: unknown error {other:?}")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(operation: &str, error: &str, times: u32) -> FaultSpec {
+        FaultSpec {
+            operation: operation.into(),
+            error: error.into(),
+            times,
+            after: 0,
+            retry_after_ms: 5,
+            leak: false,
+        }
+    }
+
+    #[test]
+    fn armed_faults_fire_after_the_configured_ones() {
+        let mut faults = Faults::new(vec![spec("assign-ips", "throttled", 1)]).unwrap();
+        faults.arm(spec("assign-ips", "conflict", 2)).unwrap();
+        assert!(faults.arm(spec("no-such-call", "conflict", 1)).is_err());
+        assert!(faults.arm(spec("assign-ips", "no-such-error", 1)).is_err());
+        let fired: Vec<_> = (0..4)
+            .map(|_| faults.check("assign-ips").map(|i| format!("{:?}", i.error)))
+            .collect();
+        assert_eq!(
+            fired,
+            [
+                Some("Error::Throttled(5)".to_string()),
+                Some("Error::Conflict(\"injected fault on assign-ips\")".to_string()),
+                Some("Error::Conflict(\"injected fault on assign-ips\")".to_string()),
+                None
+            ]
+        );
+        assert!(faults.check("get-vpcs").is_none());
+    }
 }

@@ -4,18 +4,27 @@
 //! enforces and moto does not (interface count, device-index conflicts,
 //! address slots, subnet capacity, /28 fragmentation), and is deterministic.
 //! Settings are documented in `providers/mock/README.md`.
+//!
+//! Besides the component, the crate is a native library: the host's fake
+//! cloud (`ipam-fake-cloud`, `host/fake-cloud`) runs this same state machine
+//! ([`Cloud`], built from [`Settings`], with its [`faults`]) compiled
+//! natively, so the engine's tests run without wasmtime and there is one
+//! implementation of the mock's rules.
 
-mod cloud;
-mod faults;
+pub mod cloud;
+pub mod faults;
 mod pool;
-mod settings;
+pub mod settings;
 
 use ipam_provider_sdk::{
     export_provider, Assigned, Capabilities, CreateInterfaceRequest, Error, Instance, IpRequest,
     Limits, NetworkInterface, Provider, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 
-use cloud::Cloud;
+pub use cloud::Cloud;
+pub use settings::{
+    FaultSpec, InstanceSpec, InstanceTypeSpec, SecurityGroupSpec, Settings, SubnetSpec, VpcSpec,
+};
 
 #[derive(Default)]
 pub struct MockProvider {

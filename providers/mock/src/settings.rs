@@ -1,4 +1,5 @@
-//! The mock's settings: the whole cloud it models, as a JSON document.
+//! The mock's settings: the whole cloud it models, as a JSON document. The
+//! host's fake cloud (`ipam-fake-cloud`) builds them in Rust instead.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,7 @@
-//! What the fake cloud can stage and the wasm mock could not easily: a
-//! device index taken behind the engine's back, and a create that leaks its
-//! interface.
+//! What the fake cloud stages mid-run and the wasm mock component takes only
+//! from its settings: a device index taken behind the engine's back, and a
+//! create that leaks its interface (the mock's attach-interface fault, armed
+//! by the test).
 
 use std::sync::Arc;
 use std::time::Duration;

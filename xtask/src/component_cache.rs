@@ -53,8 +53,10 @@ fn collect(path: &Path, into: &mut Vec<PathBuf>) -> Result<(), String> {
     let entries = std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?;
     for entry in entries {
         let entry = entry.map_err(|e| format!("{}: {e}", path.display()))?;
-        // Build output (ignored by git) is not an input.
-        if entry.file_name() == "target" {
+        // Build output (ignored by git) is not an input, and neither is
+        // prose: a README edit must not cost a twelve-minute rebuild.
+        let name = entry.file_name();
+        if name == "target" || Path::new(&name).extension().is_some_and(|e| e == "md") {
             continue;
         }
         collect(&entry.path(), into)?;
@@ -109,4 +111,29 @@ fn remove_older(name: &str, suffix: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod unit {
+    use super::collect;
+
+    #[test]
+    fn prose_and_build_output_are_not_inputs() {
+        let dir = std::env::temp_dir().join(format!("xtask-collect-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::create_dir_all(dir.join("target")).unwrap();
+        for file in ["Cargo.toml", "README.md", "src/lib.rs", "target/out.wasm"] {
+            std::fs::write(dir.join(file), "x").unwrap();
+        }
+        let mut files = Vec::new();
+        collect(&dir, &mut files).unwrap();
+        files.sort();
+        let names: Vec<_> = files
+            .iter()
+            .map(|f| f.strip_prefix(&dir).unwrap().to_string_lossy().into_owned())
+            .collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(names, ["Cargo.toml", "src/lib.rs"]);
+    }
 }

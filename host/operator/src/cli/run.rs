@@ -226,6 +226,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let cloud_kind = Cloud::from(args.cloud);
+    if args.credentials_source == CredentialsSource::Aws && cloud_kind != Cloud::Aws {
+        tracing::warn!(
+            cloud = ?cloud_kind,
+            "credentials come from the AWS chain but --cloud is not aws: EC2's rate model and the AWS provider's default egress are not applied"
+        );
+    }
     if provider_config.egress.is_empty() {
         provider_config.egress = cloud_kind
             .default_egress(&provider_config.settings)

@@ -184,9 +184,10 @@ mod tests {
     }
 
     #[test]
-    fn pending_pods_counted_as_used_make_the_surge_within_max_allocate() {
+    fn demand_above_the_pool_is_allocated_within_max_allocate() {
+        // The caller counts pending pods into the demand (allocation::needed,
+        // whose table has the surge row): 10 available, a demand of 15.
         let wm = w(8, 0, 0, 0);
-        // 10 available, none used, 15 pods pending: 15 + 8 - 10 more.
         assert_eq!(needed(wm, 10, 15), 13);
         let capped = w(8, 0, 20, 0);
         assert_eq!(needed(capped, 10, 15), 10, "never above max-allocate");

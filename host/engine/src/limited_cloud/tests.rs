@@ -220,6 +220,37 @@ async fn create_interface_costs_two_mutations_and_an_attach() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_attach_bucket_alone_holds_creates_and_deletes_back() {
+    // Mutations are plentiful; one attach token, one more a second.
+    let cloud = LimitedCloud::new(
+        FakeCloud::new(Vec::new()),
+        config((10.0, 10.0), (100.0, 100.0), (1.0, 1.0)),
+    );
+    cloud.create_interface(&request()).await.unwrap();
+    cloud.delete_interface("eni").await.unwrap();
+    cloud.create_interface(&request()).await.unwrap();
+    cloud
+        .assign_ips("eni", IpRequest::Addresses(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        ms(&cloud.inner().times(Operation::CreateInterface)),
+        vec![0, 2000],
+        "each create takes an attach token"
+    );
+    assert_eq!(
+        ms(&cloud.inner().times(Operation::DeleteInterface)),
+        vec![1000],
+        "a delete (detach) takes one too"
+    );
+    assert_eq!(
+        ms(&cloud.inner().times(Operation::AssignIps)),
+        vec![2000],
+        "an assign takes none: it went as soon as the create before it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn throttled_calls_are_retried_no_sooner_than_retry_after() {
     let throttled = ProviderError::Throttled(Duration::from_millis(1500));
     let failures = vec![

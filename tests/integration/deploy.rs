@@ -99,18 +99,30 @@ fn check_objects(overlay: &str, objects: &[Value]) {
                 .any(|v| v == "delete" || v == "deletecollection"),
             "{overlay}: deletes"
         );
-        let allowed: &[&str] = match resources.first().map(String::as_str) {
-            Some("ciliumnodes") => &["get", "list", "watch", "patch"],
-            Some("ciliumnodes/status") => &["patch"],
-            Some("pods") => &["get", "list", "watch"],
-            Some("events") => &["create", "patch"],
-            Some("customresourcedefinitions") => &["get", "create"],
-            other => panic!("{overlay}: unexpected resource {other:?}"),
-        };
-        assert!(
-            verbs.iter().all(|v| allowed.contains(&v.as_str())),
-            "{overlay}: {resources:?} {verbs:?}"
-        );
+        let groups = strings(get(rule, "apiGroups"));
+        assert!(!resources.is_empty(), "{overlay}: a rule without resources");
+        // Every resource of the rule, in every group it names, is one the
+        // operator uses, with only the verbs it needs there.
+        for resource in &resources {
+            let (in_groups, allowed): (&[&str], &[&str]) = match resource.as_str() {
+                "ciliumnodes" => (&["cilium.io"], &["get", "list", "watch", "patch"]),
+                "ciliumnodes/status" => (&["cilium.io"], &["patch"]),
+                "pods" => (&[""], &["get", "list", "watch"]),
+                // Events: events.k8s.io (what kube's recorder writes) and the
+                // core group's older API.
+                "events" => (&["", "events.k8s.io"], &["create", "patch"]),
+                "customresourcedefinitions" => (&["apiextensions.k8s.io"], &["get", "create"]),
+                other => panic!("{overlay}: unexpected resource {other:?}"),
+            };
+            assert!(
+                !groups.is_empty() && groups.iter().all(|g| in_groups.contains(&g.as_str())),
+                "{overlay}: {resource} in API groups {groups:?}, not only {in_groups:?}"
+            );
+            assert!(
+                verbs.iter().all(|v| allowed.contains(&v.as_str())),
+                "{overlay}: {resource} {verbs:?}"
+            );
+        }
     }
     let lease = find(objects, "Role", "ipam-operator-leader-election");
     assert_eq!(strings(get(lease, "rules.0.resources")), ["leases"]);

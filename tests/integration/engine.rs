@@ -3,11 +3,12 @@
 
 use ipam_tests as common;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::{engine_settings, mock, runtime, MOCK_SETTINGS};
-use ipam_ciliumnode::CiliumNode;
+use ipam_ciliumnode::{CiliumNode, ReleaseState};
 use ipam_cloud::CloudApi;
 use ipam_cloud::Operation;
 use ipam_clouds::Cloud;
@@ -16,7 +17,7 @@ use ipam_engine::LimitedCloud;
 use ipam_engine::Metrics;
 use ipam_engine::{Engine, LoopSettings, RunningEngine};
 use ipam_engine::{Maintainer, MaintenanceSettings};
-use ipam_engine::{MemoryNodeStore, NodeStore};
+use ipam_engine::{MemoryNodeStore, NodeEvent, NodeStore};
 use ipam_pool::agent;
 use ipam_provider_runtime::{ProviderConfig, WasmProvider};
 use ipam_simulate::{agents, Scenario, DEFAULT_SCENARIO};
@@ -218,10 +219,44 @@ async fn excess_goes_through_the_handshake_and_unneeded_interfaces_are_freed() {
     };
     assert_eq!(interfaces().await, 3);
     // Pods go; the agent answers the handshake; the emptier interface goes.
+    let mut events = store.subscribe();
     agents_until(&store, 0, Duration::from_secs(600), agent::settled).await;
     assert_eq!(interfaces().await, 2, "one interface freed whole");
     let n3 = store.get("n3").await.unwrap().unwrap();
     assert_eq!(n3.spec.ipam.pool.len(), 2, "pre-allocate kept");
+    // Every address that left went through the whole handshake, in order.
+    let mut seen: BTreeMap<String, Vec<ReleaseState>> = BTreeMap::new();
+    while let Ok(event) = events.try_recv() {
+        if let NodeEvent::Upserted(node) = event {
+            for (ip, state) in &node.status.ipam.release_ips {
+                let states = seen.entry(ip.clone()).or_default();
+                if states.last() != Some(state) {
+                    states.push(state.clone());
+                }
+            }
+        }
+    }
+    let handshake = [
+        ReleaseState::MarkedForRelease,
+        ReleaseState::ReadyForRelease,
+        ReleaseState::Released,
+    ];
+    let released: Vec<&String> = seen
+        .iter()
+        .filter(|(_, states)| states.as_slice() == handshake)
+        .map(|(ip, _)| ip)
+        .collect();
+    assert!(
+        released.len() >= 3,
+        "an interface's addresses went through the handshake: {seen:?}"
+    );
+    assert!(
+        seen.values().all(|states| states.as_slice() == handshake),
+        "no address skipped a step: {seen:?}"
+    );
+    assert!(released
+        .iter()
+        .all(|ip| !n3.spec.ipam.pool.contains_key(*ip)));
     assert!(running.metrics.interface_deletion_ops.get() >= 1);
     assert!(store
         .announcements()

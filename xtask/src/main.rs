@@ -112,6 +112,7 @@ fn run_main_job(extra: &[String]) -> Result<(), String> {
 fn test() -> Result<(), String> {
     setup::ensure_rustup_components(&["rustfmt", "clippy"])?;
     let moto_python = setup::ensure_moto(&build_cache())?;
+    setup::ensure_kubectl()?;
     run(host_cargo().args(["fmt", "--all", "--check"]))?;
     run(Command::new("cargo")
         .current_dir(repo_root().join("providers"))

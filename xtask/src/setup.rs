@@ -75,6 +75,15 @@ pub fn ensure_debian_packages(packages: &[&str]) -> Result<(), String> {
         .args(&missing))
 }
 
+/// `kubectl` (with its built-in kustomize) for the deploy tests: Debian's
+/// package when no kubectl is on the PATH.
+pub fn ensure_kubectl() -> Result<(), String> {
+    if succeeds(Command::new("kubectl").args(["version", "--client"])) {
+        return Ok(());
+    }
+    ensure_debian_packages(&["kubectl"])
+}
+
 /// What the AWS provider's tests run moto_server with.
 const MOTO: &str = "moto[server]>=5,<6";
 

@@ -253,7 +253,7 @@ async fn faults_still_converge_without_leaks_or_duplicates() {
     let settings = format!(
         "{MOCK_SETTINGS}\nfaults:\n\
          \x20 - {{operation: assign-ips, error: throttled, times: 2, retry-after-ms: 5}}\n\
-         \x20 - {{operation: get-instances, error: transient, after: 1, times: 1}}\n\
+         \x20 - {{operation: get-instances, error: transient, times: 1}}\n\
          \x20 - {{operation: attach-interface, error: transient, times: 1}}\n"
     );
     let limits = Cloud::Aws.rate_limits().with_retry(RetryPolicy {
@@ -261,7 +261,10 @@ async fn faults_still_converge_without_leaks_or_duplicates() {
         base: std::time::Duration::from_millis(1),
         cap: std::time::Duration::from_millis(20),
     });
-    let cloud = Arc::new(LimitedCloud::new(mock(&settings).await, limits));
+    let metrics = Arc::new(ipam_engine::Metrics::new());
+    let cloud =
+        Arc::new(LimitedCloud::new(mock(&settings).await, limits).with_metrics(metrics.clone()));
+    // The first listing (this resync's) fails once and is retried.
     let cache = Arc::new(InstanceCache::new());
     cache.resync_all(cloud.as_ref()).await.unwrap();
     let store = Arc::new(MemoryNodeStore::new());
@@ -290,6 +293,18 @@ async fn faults_still_converge_without_leaks_or_duplicates() {
         }
         assert!(satisfied, "{name} converged");
     }
+    // Every fault fired, so the checks below are checks after faults.
+    use ipam_cloud::Operation;
+    assert_eq!(
+        metrics.api_calls_with(Operation::GetInstances, "transient"),
+        1
+    );
+    assert_eq!(metrics.api_calls_with(Operation::AssignIps, "throttled"), 2);
+    assert_eq!(
+        metrics.api_calls_with(Operation::CreateInterface, "transient"),
+        1,
+        "the failed attach"
+    );
     let owned = [Tag {
         key: "ipam-operator/cluster".into(),
         value: "test".into(),

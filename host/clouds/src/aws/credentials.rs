@@ -482,6 +482,35 @@ mod tests {
     }
 
     #[test]
+    fn with_every_source_present_the_order_decides() {
+        let keys = [("AWS_ACCESS_KEY_ID", "AK"), ("AWS_SECRET_ACCESS_KEY", "SK")];
+        let irsa = [
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "/token"),
+            ("AWS_ROLE_ARN", "arn:aws:iam::1:role/r"),
+        ];
+        let container = [(
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            "http://169.254.170.23/v1/credentials",
+        )];
+        let all: Vec<_> = keys
+            .iter()
+            .chain(&irsa)
+            .chain(&container)
+            .copied()
+            .collect();
+        assert_eq!(choose(&config(&all)), AwsSource::Environment, "keys first");
+        let no_keys: Vec<_> = irsa.iter().chain(&container).copied().collect();
+        assert!(
+            matches!(choose(&config(&no_keys)), AwsSource::WebIdentity { .. }),
+            "then web identity, before the container endpoint"
+        );
+        assert!(
+            matches!(choose(&config(&container)), AwsSource::Container { .. }),
+            "then the container endpoint, before the instance profile"
+        );
+    }
+
+    #[test]
     fn helpers() {
         assert_eq!(
             form_encode("arn:aws:iam::1:role/r a"),

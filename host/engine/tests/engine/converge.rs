@@ -10,7 +10,7 @@ use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::Operation;
 use ipam_engine::metrics::SubnetLabel;
 use ipam_engine::{MemoryNodeStore, Metrics, NodeStore};
-use ipam_fake_cloud::FakeCloud;
+use ipam_fake_cloud::{standard_instance, FakeCloud};
 use tokio::time::{sleep_until, Instant};
 
 use crate::agents::settle;
@@ -151,4 +151,25 @@ async fn a_restart_over_satisfied_nodes_makes_zero_mutating_calls() {
     let after = pools(store.list().await.unwrap());
     assert_eq!(after, before, "the pools are as the first engine left them");
     second.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_nodes_of_a_new_instance_type_cost_one_limits_call() {
+    let fake = Arc::new(FakeCloud::standard(20));
+    let store = Arc::new(MemoryNodeStore::new());
+    for i in 0..20 {
+        store
+            .upsert(node(&format!("n{i}"), &standard_instance(i), 8))
+            .unwrap();
+    }
+    let metrics = Arc::new(Metrics::new());
+    let running = start(fake.clone(), store.clone(), settings(), config(), metrics);
+    running.ready().await;
+    settle(&store, 2, Duration::from_secs(300)).await;
+    assert_eq!(
+        fake.calls(Operation::GetInstanceLimits),
+        1,
+        "m5.large's limits are fetched once and kept"
+    );
+    running.stop().await;
 }

@@ -404,11 +404,20 @@ async fn pending_pods_on_a_node_are_counted_for_the_surge() {
     let (client, server) = FakeApiServer::start();
     server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
     let store = synced_store(client, "ipam-operator").await;
+    // A host-network pod takes no address from the pool: never counted.
+    let mut host_network = pod("agent-1", "n1", "Pending");
+    host_network["spec"]["hostNetwork"] = json!(true);
+    server.put(fake_apiserver::PODS, host_network);
     server.put(fake_apiserver::PODS, pod("web-1", "n1", "Pending"));
     server.put(fake_apiserver::PODS, pod("web-2", "n1", "Pending"));
     server.put(fake_apiserver::PODS, pod("db-1", "n2", "Pending"));
-    eventually("two pending on n1", || store.pending_pods("n1") == 2).await;
-    assert_eq!(store.pending_pods("n2"), 1);
+    // db-1 came last: once it is counted, every pod before it was seen.
+    eventually("one pending on n2", || store.pending_pods("n2") == 1).await;
+    assert_eq!(
+        store.pending_pods("n1"),
+        2,
+        "web-1 and web-2, not the host-network pod"
+    );
     // A pod that starts is no longer pending; one that goes neither.
     server.put(fake_apiserver::PODS, pod("web-1", "n1", "Running"));
     server.delete(fake_apiserver::PODS, "web-2");

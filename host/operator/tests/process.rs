@@ -142,3 +142,23 @@ async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_leas
         "no colour escape codes when stderr is not a terminal: {stderr:?}"
     );
 }
+
+#[test]
+fn a_module_whose_digest_is_not_the_pinned_one_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let pinned = "0".repeat(64);
+    let output = Command::new(env!("CARGO_BIN_EXE_ipam-operator"))
+        .args(["run", "--provider", "mock", "--provider-sha256", &pinned])
+        // No kubeconfig: the refusal must come before any cluster is asked.
+        .env("KUBECONFIG", dir.path().join("absent"))
+        .env("IPAM_CACHE_DIR", dir.path().join("cache"))
+        .env("IPAM_COMPONENTS_DIR", ipam_tests::components_dir())
+        .output()
+        .expect("the operator runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("but --provider-sha256 pins") && stderr.contains(&pinned),
+        "{stderr}"
+    );
+}

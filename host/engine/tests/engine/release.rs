@@ -122,3 +122,92 @@ async fn excess_goes_through_the_handshake_and_unneeded_interfaces_are_freed() {
     assert_eq!(reasons, ["InterfaceDeleted", "AddressesReleased"]);
     running.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_released_address_stays_out_of_every_pool_for_the_reuse_cooldown() {
+    use std::collections::BTreeSet;
+
+    use ipam_engine::{InstanceCache, Maintainer};
+    use ipam_fake_cloud::FakeCloud;
+
+    let fake = Arc::new(FakeCloud::standard(1));
+    let store = Arc::new(MemoryNodeStore::new());
+    store
+        .upsert(pod_interfaces_node("n1", "i-0000", 4))
+        .unwrap();
+    let cache = Arc::new(InstanceCache::with_reuse_cooldown(Duration::from_secs(60)));
+    cache.resync_all(fake.as_ref()).await.unwrap();
+    let mut settings = settings();
+    settings.release_delay = Duration::ZERO;
+    let maintainer = Maintainer::new(
+        fake.clone(),
+        cache,
+        store.clone(),
+        settings,
+        Arc::new(Metrics::new()),
+    );
+    maintainer.allocate("n1", 0).await.unwrap();
+    assert_eq!(get(&store, "n1").await.spec.ipam.pool.len(), 4);
+
+    // The node needs one: three are marked, the agent agrees, they go.
+    store
+        .agent_update("n1", |n| n.spec.ipam.pre_allocate = Some(1))
+        .unwrap();
+    let marked = maintainer
+        .release("n1", tokio::time::Instant::now())
+        .await
+        .unwrap()
+        .marked;
+    assert_eq!(marked.len(), 3);
+    store
+        .agent_update("n1", |n| {
+            for ip in &marked {
+                n.status
+                    .ipam
+                    .release_ips
+                    .insert(ip.clone(), ReleaseState::ReadyForRelease);
+            }
+        })
+        .unwrap();
+    let released: BTreeSet<String> = maintainer
+        .release("n1", tokio::time::Instant::now())
+        .await
+        .unwrap()
+        .released
+        .into_iter()
+        .collect();
+    assert_eq!(released.len(), 3);
+
+    // It needs four again: the cloud hands the released addresses straight
+    // back (lowest free first), but no pool may hold them yet.
+    store
+        .agent_update("n1", |n| n.spec.ipam.pre_allocate = Some(4))
+        .unwrap();
+    maintainer.allocate("n1", 0).await.unwrap();
+    let on_instance: BTreeSet<String> = fake
+        .instance("i-0000")
+        .unwrap()
+        .interfaces
+        .into_iter()
+        .flat_map(|i| i.addresses)
+        .collect();
+    assert!(
+        released.iter().any(|ip| on_instance.contains(ip)),
+        "the cloud gave a released address back: {released:?} {on_instance:?}"
+    );
+    let pool: BTreeSet<String> = get(&store, "n1").await.spec.ipam.pool.into_keys().collect();
+    assert_eq!(pool.len(), 4);
+    assert!(pool.is_disjoint(&released), "withheld: {pool:?}");
+
+    // After the cooldown they are the node's again.
+    tokio::time::advance(Duration::from_secs(61)).await;
+    maintainer.allocate("n1", 0).await.unwrap();
+    let pool: BTreeSet<String> = get(&store, "n1").await.spec.ipam.pool.into_keys().collect();
+    assert!(
+        released
+            .iter()
+            .filter(|ip| on_instance.contains(*ip))
+            .all(|ip| pool.contains(ip)),
+        "back after the cooldown: {pool:?}"
+    );
+}

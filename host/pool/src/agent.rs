@@ -162,6 +162,62 @@ mod tests {
     }
 
     #[test]
+    fn a_released_entry_stays_while_its_address_is_still_in_the_pool() {
+        let n = node(&["10.0.0.1", "10.0.0.2"], &[], &[("10.0.0.1", RELEASED)]);
+        let next = act(&n, 0).0;
+        assert!(next.is_none(), "still in the pool: the entry stays");
+    }
+
+    #[test]
+    fn pods_stop_down_to_the_wanted_count_highest_address_first() {
+        let n = node(
+            &["10.0.0.1", "10.0.0.2", "10.0.0.3"],
+            &["10.0.0.1", "10.0.0.2", "10.0.0.3"],
+            &[],
+        );
+        let (next, pending) = act(&n, 1);
+        assert_eq!(
+            next.unwrap().status.ipam.used.keys().collect::<Vec<_>>(),
+            ["10.0.0.1"]
+        );
+        assert_eq!(pending, 0);
+        let (same, _) = act(&n, 3);
+        assert!(same.is_none(), "as many as wanted: nothing stops");
+    }
+
+    #[test]
+    fn satisfied_and_settled() {
+        // pre-allocate 2 (set below); (pool, used, release-ips, pending).
+        let mut full = node(&["10.0.0.1", "10.0.0.2", "10.0.0.3"], &["10.0.0.1"], &[]);
+        full.spec.ipam.pre_allocate = Some(2);
+        assert!(satisfied(&full, 0) && settled(&full, 0));
+        assert!(!satisfied(&full, 1), "a pod pending");
+        let mut short = node(&["10.0.0.1", "10.0.0.2"], &["10.0.0.1"], &[]);
+        short.spec.ipam.pre_allocate = Some(2);
+        assert!(!satisfied(&short, 0), "one more needed");
+        let mut excess = node(
+            &["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"],
+            &["10.0.0.1"],
+            &[],
+        );
+        excess.spec.ipam.pre_allocate = Some(2);
+        assert!(satisfied(&excess, 0) && !settled(&excess, 0), "two excess");
+        let mut releasing = full.clone();
+        releasing
+            .status
+            .ipam
+            .release_ips
+            .insert("10.0.0.3".into(), ReleaseState::MarkedForRelease);
+        assert!(!settled(&releasing, 0), "a release in progress");
+        releasing
+            .status
+            .ipam
+            .release_ips
+            .insert("10.0.0.3".into(), ReleaseState::Released);
+        assert!(settled(&releasing, 0), "released is done");
+    }
+
+    #[test]
     fn addresses_in_the_handshake_are_not_given_to_pods() {
         let n = node(
             &["10.0.0.1", "10.0.0.2"],

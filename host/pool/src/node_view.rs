@@ -69,7 +69,9 @@ mod tests {
         let node: CiliumNode = serde_json::from_str(
             r#"{"name": "n", "spec": {
                 "ipam": {"pre-allocate": 16, "min-allocate": 10, "max-above-watermark": 2},
-                "eni": {"first-interface-index": 1, "subnet-tags": {"tier": "pods"}}}}"#,
+                "eni": {"first-interface-index": 1, "subnet-tags": {"tier": "pods"},
+                        "security-group-tags": {"role": "nodes"},
+                        "exclude-interface-tags": {"no-pods": "true"}}}}"#,
         )
         .unwrap();
         assert_eq!(
@@ -82,12 +84,12 @@ mod tests {
             }
         );
         assert_eq!(node.first_interface_index(), 1);
-        assert_eq!(
-            node.subnet_tags(),
-            [Tag {
-                key: "tier".into(),
-                value: "pods".into()
-            }]
-        );
+        let tag = |key: &str, value: &str| Tag {
+            key: key.into(),
+            value: value.into(),
+        };
+        assert_eq!(node.subnet_tags(), [tag("tier", "pods")]);
+        assert_eq!(node.security_group_tags(), [tag("role", "nodes")]);
+        assert_eq!(node.exclude_interface_tags(), [tag("no-pods", "true")]);
     }
 }

@@ -147,6 +147,22 @@ mod tests {
     }
 
     #[test]
+    fn a_timer_is_due_at_its_own_instant_and_running_nodes_are_counted() {
+        let mut s = Schedule::new();
+        let t0 = Instant::now();
+        s.revisit("a", t0);
+        s.due(t0);
+        assert_eq!(s.queued(), 1, "due at exactly its time");
+        assert_eq!(s.running(), 0);
+        assert_eq!(s.start_next().as_deref(), Some("a"));
+        s.mark("b", 1);
+        assert_eq!(s.start_next().as_deref(), Some("b"));
+        assert_eq!(s.running(), 2);
+        s.done("a", 0);
+        assert_eq!(s.running(), 1);
+    }
+
+    #[test]
     fn timers_queue_nodes_when_due_earliest_request_wins() {
         let mut s = Schedule::new();
         let t0 = Instant::now();

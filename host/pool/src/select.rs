@@ -487,6 +487,15 @@ mod tests {
             addresses_to_release(&interfaces, &used, 3, 4, &[]).is_none(),
             "nothing usable"
         );
+        // Fewest *used*, not fewest addresses or most unused: eni-1 has
+        // more addresses but one used, eni-2 fewer but two used.
+        let used: std::collections::BTreeSet<String> = ["10.0.1.2", "10.0.2.2", "10.0.2.3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let uneven = [eni(1, 6, "s"), eni(2, 3, "s")];
+        let choice = addresses_to_release(&uneven, &used, 1, 1, &[]).unwrap();
+        assert_eq!(choice.interface.index, 1);
         let tie = [eni(1, 2, "s"), eni(4, 2, "s")];
         let choice = addresses_to_release(&tie, &Default::default(), 1, 0, &[]).unwrap();
         assert_eq!(

@@ -40,3 +40,22 @@ pub fn created_at(tags: &[Tag]) -> Option<u64> {
         .find(|t| t.key == CREATED_AT_TAG)
         .and_then(|t| t.value.parse().ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn created_at_reads_its_own_tag_only() {
+        let tags = ownership_tags("c1", "node-1", 1_700_000_000);
+        assert_eq!(created_at(&tags), Some(1_700_000_000));
+        assert_eq!(created_at(&tags[..2]), None, "no created-at tag");
+        let unreadable = [Tag {
+            key: CREATED_AT_TAG.into(),
+            value: "yesterday".into(),
+        }];
+        assert_eq!(created_at(&unreadable), None);
+        assert_eq!(tags[0], cluster_tag("c1"));
+        assert_eq!(tags[1].value, "node-1");
+    }
+}

@@ -83,6 +83,24 @@ mod tests {
     }
 
     #[test]
+    fn try_take_waits_only_for_the_missing_part() {
+        let t0 = Instant::now();
+        let mut bucket = TokenBucket::new(
+            BucketConfig {
+                burst: 2.0,
+                per_second: 4.0,
+            },
+            t0,
+        );
+        assert_eq!(bucket.try_take(1.5, t0), Ok(()));
+        assert_eq!(
+            bucket.try_take(1.0, t0),
+            Err(Duration::from_millis(125)),
+            "half a token left: half a token to wait for"
+        );
+    }
+
+    #[test]
     fn burst_then_rate() {
         let t0 = Instant::now();
         let mut bucket = TokenBucket::new(

@@ -78,6 +78,13 @@ mod tests {
             (w(8, 0, 0, 0), 8, 3, 3, "three used: refill to eight free"),
             (w(8, 0, 0, 0), 20, 3, 0, "more than enough free"),
             (
+                w(8, 0, 20, 0),
+                3,
+                3,
+                8,
+                "max-allocate far off: the need stands",
+            ),
+            (
                 w(8, 10, 0, 0),
                 0,
                 0,

@@ -193,6 +193,29 @@ fn rows() -> Vec<Row> {
                 ),
             )
         },
+        Row {
+            prefix_delegation: true,
+            limits: limits(10, 3, true),
+            capabilities: Capabilities {
+                prefixes: false,
+                ..ALL
+            },
+            ..row(
+                "prefixes asked for, but the provider cannot assign them: addresses",
+                node(8, 0),
+                instance(vec![eni(0, 0, "subnet-a"), eni(1, 0, "subnet-a")]),
+                assign("eni-1", IpRequest::Addresses(8), None),
+            )
+        },
+        Row {
+            prefix_delegation: true,
+            ..row(
+                "prefixes asked for, but the instance type has none: addresses",
+                node(8, 0),
+                instance(vec![eni(0, 0, "subnet-a"), eni(1, 0, "subnet-a")]),
+                assign("eni-1", IpRequest::Addresses(8), None),
+            )
+        },
         row(
             "every interface full: a new one at the next index",
             node(8, 0),

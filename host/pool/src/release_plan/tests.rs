@@ -160,6 +160,32 @@ fn without_interface_freeing_unused_secondaries_of_the_emptiest_interface_go() {
 }
 
 #[test]
+fn a_whole_interface_is_deleted_only_with_freeing_on_and_a_provider_that_deletes() {
+    let ready = ReleaseState::ReadyForRelease;
+    let all = node(&[("10.0.2.2", ready.clone()), ("10.0.2.3", ready)]);
+    let unassign = ReleaseAction::Unassign(vec![Unassign {
+        interface: "eni-2".into(),
+        subnet: "subnet-2".into(),
+        addresses: strings(&["10.0.2.2", "10.0.2.3"]),
+    }]);
+    let t0 = Instant::now();
+    assert_eq!(
+        run(&all, false, ALL, &BTreeMap::new(), t0).action,
+        unassign,
+        "freeing off: its addresses are unassigned, the interface stays"
+    );
+    let no_delete = Capabilities {
+        delete_interface: false,
+        ..ALL
+    };
+    assert_eq!(
+        run(&all, true, no_delete, &BTreeMap::new(), t0).action,
+        unassign,
+        "the provider cannot delete interfaces"
+    );
+}
+
+#[test]
 fn a_provider_that_cannot_release_gets_nothing_marked_and_marks_are_withdrawn() {
     let no_release = Capabilities {
         release: false,

@@ -496,6 +496,16 @@ mod tests {
         let uneven = [eni(1, 6, "s"), eni(2, 3, "s")];
         let choice = addresses_to_release(&uneven, &used, 1, 1, &[]).unwrap();
         assert_eq!(choice.interface.index, 1);
+        // Two used of four against three used of six: the count of used
+        // addresses decides, not their share.
+        let used: std::collections::BTreeSet<String> =
+            ["10.0.1.2", "10.0.1.3", "10.0.2.2", "10.0.2.3", "10.0.2.4"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        let shares = [eni(1, 4, "s"), eni(2, 6, "s")];
+        let choice = addresses_to_release(&shares, &used, 1, 1, &[]).unwrap();
+        assert_eq!(choice.interface.index, 1);
         let tie = [eni(1, 2, "s"), eni(4, 2, "s")];
         let choice = addresses_to_release(&tie, &Default::default(), 1, 0, &[]).unwrap();
         assert_eq!(

@@ -11,21 +11,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ipam_cloud::rate::RateLimits;
+use ipam_cloud::rate::{RateLimits, RetryPolicy};
 use ipam_cloud::{
     Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
     NetworkInterface, Operation, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 use ipam_pool::backoff::{jitter, retry_backoff, retryable};
-use ipam_pool::token_bucket::TokenBucket;
+use ipam_pool::rate_buckets::RateBuckets;
 use tokio::time::Instant;
 
 use crate::metrics::Metrics;
 
 pub struct LimitedCloud<C> {
     inner: C,
-    limits: RateLimits,
-    buckets: Mutex<Vec<TokenBucket>>,
+    buckets: Mutex<RateBuckets>,
+    /// The rate model's retry policy (read on every failure, without the lock).
+    retry: RetryPolicy,
     /// Counts retries, for the jitter sequence.
     retries: AtomicU64,
     /// Where call durations and rate-limit waits are recorded.
@@ -34,16 +35,10 @@ pub struct LimitedCloud<C> {
 
 impl<C: CloudApi> LimitedCloud<C> {
     pub fn new(inner: C, limits: RateLimits) -> Self {
-        let now = Instant::now().into_std();
-        let buckets = limits
-            .buckets()
-            .iter()
-            .map(|(_, config)| TokenBucket::new(*config, now))
-            .collect();
         Self {
             inner,
-            limits,
-            buckets: Mutex::new(buckets),
+            retry: limits.retry,
+            buckets: Mutex::new(RateBuckets::new(limits, Instant::now().into_std())),
             retries: AtomicU64::new(0),
             metrics: None,
         }
@@ -63,24 +58,21 @@ impl<C: CloudApi> LimitedCloud<C> {
     /// Reserve this operation's tokens; how long to wait before calling.
     fn reserve(&self, operation: Operation) -> Duration {
         let now = Instant::now().into_std();
+        self.buckets().reserve(operation, now)
+    }
+
+    fn buckets(&self) -> std::sync::MutexGuard<'_, RateBuckets> {
         // A poisoned lock still holds valid buckets (updates are single
         // assignments); never let it switch rate limiting off.
-        let mut buckets = self
-            .buckets
+        self.buckets
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        self.limits
-            .cost(operation)
-            .iter()
-            .filter_map(|&(bucket, tokens)| Some(buckets.get_mut(bucket)?.reserve(tokens, now)))
-            .max()
-            .unwrap_or(Duration::ZERO)
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// How long to wait before retrying after `error` on attempt `attempt`.
     fn backoff(&self, attempt: u32, error: &CloudError) -> Duration {
         let n = self.retries.fetch_add(1, Ordering::Relaxed) + 1;
-        retry_backoff(self.limits.retry, attempt, jitter(n), error)
+        retry_backoff(self.retry, attempt, jitter(n), error)
     }
 
     async fn limited<T, F, Fut>(&self, operation: Operation, call: F) -> Result<T, CloudError>
@@ -109,8 +101,7 @@ impl<C: CloudApi> LimitedCloud<C> {
             }
             match result {
                 Err(error)
-                    if attempt + 1 < self.limits.retry.max_attempts
-                        && retryable(&error, operation) =>
+                    if attempt + 1 < self.retry.max_attempts && retryable(&error, operation) =>
                 {
                     let backoff = self.backoff(attempt, &error);
                     tracing::debug!(%operation, attempt, ?backoff, %error, "retrying");

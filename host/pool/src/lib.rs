@@ -14,6 +14,7 @@ pub mod handshake;
 pub mod interfaces_status;
 pub mod node_view;
 pub mod pool;
+pub mod rate_buckets;
 pub mod release_plan;
 pub mod schedule;
 pub mod select;

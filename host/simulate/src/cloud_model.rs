@@ -17,7 +17,7 @@ use ipam_cloud::{
     Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
     NetworkInterface, Operation, ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
-use ipam_pool::token_bucket::TokenBucket;
+use ipam_pool::rate_buckets::RateBuckets;
 
 /// Milliseconds each operation takes (keyed by WIT names in a scenario
 /// file; an unknown name is refused); unnamed ones take `default`.
@@ -94,25 +94,17 @@ pub struct ModelCounts {
 pub struct CloudModel<C> {
     inner: C,
     latency: Latency,
-    limits: RateLimits,
-    buckets: Mutex<Vec<TokenBucket>>,
+    buckets: Mutex<RateBuckets>,
     counts: Mutex<ModelCounts>,
 }
 
 impl<C: CloudApi> CloudModel<C> {
     /// The cloud enforces `limits` (the client may keep to others).
     pub fn new(inner: C, latency: Latency, limits: RateLimits) -> Self {
-        let now = Instant::now().into_std();
-        let buckets = limits
-            .buckets()
-            .iter()
-            .map(|(_, config)| TokenBucket::new(*config, now))
-            .collect();
         Self {
             inner,
             latency,
-            limits,
-            buckets: Mutex::new(buckets),
+            buckets: Mutex::new(RateBuckets::new(limits, Instant::now().into_std())),
             counts: Mutex::new(ModelCounts::default()),
         }
     }
@@ -131,27 +123,20 @@ impl<C: CloudApi> CloudModel<C> {
     /// Admit the call or refuse it as throttled. All of an operation's
     /// tokens are taken together or none are.
     fn admit(&self, operation: Operation) -> Result<(), CloudError> {
-        let now = Instant::now().into_std();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let mut trial = buckets.clone();
-        let mut refused = Duration::ZERO;
-        for &(bucket, tokens) in self.limits.cost(operation) {
-            if let Some(Err(wait)) = trial.get_mut(bucket).map(|b| b.try_take(tokens, now)) {
-                refused = refused.max(wait);
-            }
-        }
+        let admitted = self
+            .buckets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .admit(operation, Instant::now().into_std());
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         *counts.calls.entry(operation).or_default() += 1;
-        if refused.is_zero() {
-            *buckets = trial;
-            Ok(())
-        } else {
+        admitted.map_err(|refused| {
             *counts.throttled.entry(operation).or_default() += 1;
-            Err(CloudError::Provider {
+            CloudError::Provider {
                 provider: self.inner.info().name.clone(),
                 error: ProviderError::Throttled(refused),
-            })
-        }
+            }
+        })
     }
 
     async fn call<T, Fut>(&self, operation: Operation, call: Fut) -> Result<T, CloudError>

@@ -154,6 +154,28 @@ impl MemoryNodeStore {
         self.publish(NodeEvent::Upserted(Arc::new(node.clone())));
         Ok(node)
     }
+
+    /// Write what an agent decided for `node` as the agent writes it: its
+    /// own fields of `next` (status.ipam.used and release-ips), if it changed
+    /// anything, and its pods still pending. The node as it is afterwards.
+    pub fn agent_acted(
+        &self,
+        node: CiliumNode,
+        next: Option<CiliumNode>,
+        pending: u32,
+    ) -> Result<CiliumNode, StoreError> {
+        let node = match next {
+            Some(next) => self.agent_update(&node.name, move |n| {
+                n.status.ipam.used = next.status.ipam.used;
+                n.status.ipam.release_ips = next.status.ipam.release_ips;
+            })?,
+            None => node,
+        };
+        if self.pending_pods(&node.name) != pending {
+            self.set_pending_pods(&node.name, pending)?;
+        }
+        Ok(node)
+    }
 }
 
 #[async_trait]

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use ipam_ciliumnode::{AllocationIp, CiliumNode, ReleaseState};
 
 use crate::node_view::NodeView;
+use crate::pool::count;
 use crate::watermarks;
 
 /// One node's agent decisions, as a pure function of the node: the node
@@ -64,15 +65,16 @@ pub fn act(node: &CiliumNode, pods_wanted: u32) -> (Option<CiliumNode>, u32) {
             },
         );
     }
-    let pending = u32::try_from(wanted.saturating_sub(ipam.used.len())).unwrap_or(u32::MAX);
+    let pending = count(wanted.saturating_sub(ipam.used.len()));
     let changed = next.status.ipam != node.status.ipam;
     (changed.then_some(next), pending)
 }
 
 fn counts(node: &CiliumNode) -> (u32, u32) {
-    let available = u32::try_from(node.spec.ipam.pool.len()).unwrap_or(u32::MAX);
-    let used = u32::try_from(node.status.ipam.used.len()).unwrap_or(u32::MAX);
-    (available, used)
+    (
+        count(node.spec.ipam.pool.len()),
+        count(node.status.ipam.used.len()),
+    )
 }
 
 /// Every pod has an address and the node needs nothing more.

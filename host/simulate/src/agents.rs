@@ -23,19 +23,7 @@ pub async fn tick(store: &MemoryNodeStore, pods_wanted: u32) -> Result<AgentTick
     let mut out = AgentTick::default();
     for node in store.list().await? {
         let (changed, pending) = act(&node, pods_wanted);
-        let node = match changed {
-            Some(next) => {
-                let status = next.status.ipam.clone();
-                store.agent_update(&node.name, move |n| {
-                    n.status.ipam.used = status.used;
-                    n.status.ipam.release_ips = status.release_ips;
-                })?
-            }
-            None => node,
-        };
-        if store.pending_pods(&node.name) != pending {
-            store.set_pending_pods(&node.name, pending)?;
-        }
+        let node = store.agent_acted(node, changed, pending)?;
         out.nodes += 1;
         out.satisfied += usize::from(satisfied(&node, pending));
         out.settled += usize::from(settled(&node, pending));

@@ -12,18 +12,7 @@ use ipam_pool::agent::{act, settled};
 pub async fn tick(store: &MemoryNodeStore, pods: u32) {
     for node in store.list().await.unwrap() {
         let (changed, pending) = act(&node, pods);
-        if let Some(next) = changed {
-            let status = next.status.ipam;
-            store
-                .agent_update(&node.name, move |n| {
-                    n.status.ipam.used = status.used;
-                    n.status.ipam.release_ips = status.release_ips;
-                })
-                .unwrap();
-        }
-        if store.pending_pods(&node.name) != pending {
-            store.set_pending_pods(&node.name, pending).unwrap();
-        }
+        store.agent_acted(node, changed, pending).unwrap();
     }
 }
 

@@ -59,16 +59,14 @@ impl TokenBucket {
 mod tests {
     use super::*;
 
+    fn bucket(burst: f64, per_second: f64, now: Instant) -> TokenBucket {
+        TokenBucket::new(BucketConfig { burst, per_second }, now)
+    }
+
     #[test]
     fn try_take_refuses_without_debt() {
         let t0 = Instant::now();
-        let mut bucket = TokenBucket::new(
-            BucketConfig {
-                burst: 2.0,
-                per_second: 4.0,
-            },
-            t0,
-        );
+        let mut bucket = bucket(2.0, 4.0, t0);
         assert_eq!(bucket.try_take(2.0, t0), Ok(()));
         assert_eq!(bucket.try_take(1.0, t0), Err(Duration::from_millis(250)));
         assert_eq!(
@@ -85,13 +83,7 @@ mod tests {
     #[test]
     fn try_take_waits_only_for_the_missing_part() {
         let t0 = Instant::now();
-        let mut bucket = TokenBucket::new(
-            BucketConfig {
-                burst: 2.0,
-                per_second: 4.0,
-            },
-            t0,
-        );
+        let mut bucket = bucket(2.0, 4.0, t0);
         assert_eq!(bucket.try_take(1.5, t0), Ok(()));
         assert_eq!(
             bucket.try_take(1.0, t0),
@@ -103,13 +95,7 @@ mod tests {
     #[test]
     fn burst_then_rate() {
         let t0 = Instant::now();
-        let mut bucket = TokenBucket::new(
-            BucketConfig {
-                burst: 3.0,
-                per_second: 2.0,
-            },
-            t0,
-        );
+        let mut bucket = bucket(3.0, 2.0, t0);
         let waits: Vec<Duration> = (0..5).map(|_| bucket.reserve(1.0, t0)).collect();
         let ms: Vec<u128> = waits.iter().map(Duration::as_millis).collect();
         assert_eq!(
@@ -122,13 +108,7 @@ mod tests {
     #[test]
     fn refills_up_to_the_burst_only() {
         let t0 = Instant::now();
-        let mut bucket = TokenBucket::new(
-            BucketConfig {
-                burst: 2.0,
-                per_second: 10.0,
-            },
-            t0,
-        );
+        let mut bucket = bucket(2.0, 10.0, t0);
         assert_eq!(bucket.reserve(2.0, t0), Duration::ZERO);
         let later = t0 + Duration::from_secs(60);
         assert_eq!(bucket.reserve(2.0, later), Duration::ZERO);
@@ -142,13 +122,7 @@ mod tests {
     #[test]
     fn a_cost_above_one_waits_for_all_its_tokens() {
         let t0 = Instant::now();
-        let mut bucket = TokenBucket::new(
-            BucketConfig {
-                burst: 1.0,
-                per_second: 4.0,
-            },
-            t0,
-        );
+        let mut bucket = bucket(1.0, 4.0, t0);
         assert_eq!(bucket.reserve(3.0, t0), Duration::from_millis(500));
     }
 }

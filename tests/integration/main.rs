@@ -10,7 +10,6 @@ mod aws_moto;
 mod deploy;
 mod engine;
 mod guest_logs;
-mod instance_cache;
 mod kubernetes;
 mod leak_gc;
 mod misbehaving_guests;

@@ -77,3 +77,98 @@ fn apply(m: &Metrics, name: &str, before: Option<NodeFigures>, now: Option<NodeF
     nodes("in-deficit", b.needed > 0, n.needed > 0);
     nodes("at-capacity", b.at_capacity, n.at_capacity);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn total(m: &Metrics, t: &'static str) -> i64 {
+        m.ips.get_or_create(&TypeLabel { r#type: t }).get()
+    }
+
+    fn nodes(m: &Metrics, c: &'static str) -> i64 {
+        m.nodes.get_or_create(&CategoryLabel { category: c }).get()
+    }
+
+    fn gauge_of(m: &Metrics, name: &str) -> (i64, i64, i64) {
+        let label = NodeLabel {
+            target_node: name.to_string(),
+        };
+        (
+            m.available_ips.get_or_create(&label).get(),
+            m.used_ips.get_or_create(&label).get(),
+            m.needed_ips.get_or_create(&label).get(),
+        )
+    }
+
+    fn figures(available: i64, used: i64, needed: i64, at_capacity: bool) -> NodeFigures {
+        NodeFigures {
+            available,
+            used,
+            needed,
+            at_capacity,
+        }
+    }
+
+    #[test]
+    fn totals_follow_each_node_by_difference() {
+        let m = Metrics::new();
+        let book = FigureBook::default();
+        book.record(&m, "a", figures(10, 4, 0, false));
+        book.record(&m, "b", figures(3, 3, 5, true));
+        assert_eq!(gauge_of(&m, "a"), (10, 4, 0));
+        assert_eq!(gauge_of(&m, "b"), (3, 3, 5));
+        assert_eq!(
+            (
+                total(&m, "available"),
+                total(&m, "used"),
+                total(&m, "needed")
+            ),
+            (13, 7, 5)
+        );
+        assert_eq!(nodes(&m, "total"), 2);
+        assert_eq!(nodes(&m, "in-deficit"), 1);
+        assert_eq!(nodes(&m, "at-capacity"), 1);
+
+        // b's pool grew: out of deficit and no longer at capacity.
+        book.record(&m, "b", figures(8, 3, 0, false));
+        assert_eq!(
+            (
+                total(&m, "available"),
+                total(&m, "used"),
+                total(&m, "needed")
+            ),
+            (18, 7, 0)
+        );
+        assert_eq!(nodes(&m, "total"), 2, "a node recorded again counts once");
+        assert_eq!(nodes(&m, "in-deficit"), 0);
+        assert_eq!(nodes(&m, "at-capacity"), 0);
+
+        // a falls into deficit at capacity.
+        book.record(&m, "a", figures(2, 9, 4, true));
+        assert_eq!(nodes(&m, "in-deficit"), 1);
+        assert_eq!(nodes(&m, "at-capacity"), 1);
+        assert_eq!(total(&m, "needed"), 4);
+
+        book.forget(&m, "a");
+        assert_eq!(
+            (
+                total(&m, "available"),
+                total(&m, "used"),
+                total(&m, "needed")
+            ),
+            (8, 3, 0)
+        );
+        assert_eq!(nodes(&m, "total"), 1);
+        assert_eq!(nodes(&m, "in-deficit"), 0);
+        assert_eq!(nodes(&m, "at-capacity"), 0);
+        assert!(
+            !m.encode().contains("target_node=\"a\""),
+            "a's gauges are gone"
+        );
+        assert!(m.encode().contains("target_node=\"b\""));
+
+        book.forget(&m, "a");
+        assert_eq!(nodes(&m, "total"), 1, "forgetting twice changes nothing");
+    }
+}

@@ -90,8 +90,14 @@ impl Maintainer {
     pub async fn maintain(&self, name: &str, pending_pods: u32) -> Result<NodePass, MaintainError> {
         let node = self.node(name).await?;
         let (steps, node) = self.allocate_node(node, pending_pods).await?;
-        let (release, node) =
-            release_round(&self.parts, &self.release_memory, node, Instant::now()).await?;
+        let (release, node) = release_round(
+            &self.parts,
+            &self.release_memory,
+            node,
+            pending_pods,
+            Instant::now(),
+        )
+        .await?;
         let available = count(node.spec.ipam.pool.len());
         let used = count(node.status.ipam.used.len());
         let needed = watermarks::needed(
@@ -139,12 +145,16 @@ impl Maintainer {
         Ok(self.allocate_node(node, pending_pods).await?.0)
     }
 
-    /// One release round for a node at `now`.
+    /// One release round for a node at `now`, its pods pending as the node
+    /// store counts them.
     pub async fn release(&self, name: &str, now: Instant) -> Result<ReleaseRound, MaintainError> {
         let node = self.node(name).await?;
-        Ok(release_round(&self.parts, &self.release_memory, node, now)
-            .await?
-            .0)
+        let pending_pods = self.parts.store.pending_pods(name);
+        Ok(
+            release_round(&self.parts, &self.release_memory, node, pending_pods, now)
+                .await?
+                .0,
+        )
     }
 
     /// [`Maintainer::allocate`] from the node as read; the steps and the node

@@ -68,12 +68,13 @@ pub struct ReleaseRound {
     pub freed_interfaces: Vec<String>,
 }
 
-/// One release round for a node at `now`; the round and the node as it is
-/// afterwards.
+/// One release round for a node with `pending_pods` waiting for addresses,
+/// at `now`; the round and the node as it is afterwards.
 pub async fn release_round(
     parts: &Parts,
     memory: &ReleaseMemory,
     node: CiliumNode,
+    pending_pods: u32,
     now: Instant,
 ) -> Result<(ReleaseRound, CiliumNode), MaintainError> {
     let Some(instance) = parts.cache.instance(&node.spec.instance_id) else {
@@ -84,6 +85,7 @@ pub async fn release_round(
         node: &node,
         instance: &instance,
         pool: &pool,
+        pending_pods,
         capabilities: parts.cloud.info().capabilities,
         free_interfaces: parts.settings.free_interfaces,
         cluster_name: &parts.settings.cluster_name,

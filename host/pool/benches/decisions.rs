@@ -128,6 +128,7 @@ fn main() {
             node: &satisfied,
             instance: &instance,
             pool: &pool,
+            pending_pods: 0,
             capabilities,
             free_interfaces: true,
             cluster_name: "c1",

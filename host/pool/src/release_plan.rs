@@ -25,6 +25,9 @@ pub struct ReleasePlanInput<'a> {
     pub instance: &'a Instance,
     /// The node's pool as its instance gives it now.
     pub pool: &'a BTreeMap<String, AllocationIp>,
+    /// Pods waiting for an address on the node: the free addresses they are
+    /// about to take are not excess.
+    pub pending_pods: u32,
     pub capabilities: Capabilities,
     /// The operator's setting: delete interfaces of ours that hold nothing
     /// needed (only when the provider can delete interfaces).
@@ -81,11 +84,16 @@ fn candidates<'a>(
     node: &CiliumNode,
     instance: &'a Instance,
     pool: &BTreeMap<String, AllocationIp>,
+    pending_pods: u32,
     free_interfaces: bool,
     cluster_name: &str,
 ) -> (BTreeSet<String>, Option<&'a NetworkInterface>) {
     let used: BTreeSet<String> = node.status.ipam.used.keys().cloned().collect();
-    let excess = watermarks::excess(node.watermarks(), count(pool.len()), count(used.len()));
+    let excess = watermarks::excess(
+        node.watermarks(),
+        count(pool.len()),
+        count(used.len()).saturating_add(pending_pods),
+    );
     let exclude = node.exclude_interface_tags();
     let first = node.first_interface_index();
     if free_interfaces {
@@ -142,6 +150,7 @@ pub fn plan(input: &ReleasePlanInput<'_>) -> ReleasePlan {
             node,
             input.instance,
             input.pool,
+            input.pending_pods,
             input.free_interfaces && input.capabilities.delete_interface,
             input.cluster_name,
         )

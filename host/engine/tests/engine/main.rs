@@ -8,8 +8,13 @@
 
 mod agents;
 mod converge;
+mod engine_loop;
 mod faults;
+mod instance_cache;
+mod maintainer;
+mod prefixes;
 mod rate_limits;
 mod release;
+mod steered;
 mod support;
 mod surge;

@@ -129,6 +129,11 @@ impl Running {
         self.engine.state().borrow().clone()
     }
 
+    /// Follow the state as it changes.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<EngineState> {
+        self.engine.state()
+    }
+
     pub async fn stop(self) {
         self.running
             .stop()

@@ -69,12 +69,24 @@ fn run(
     first_seen: &BTreeMap<String, Instant>,
     now: Instant,
 ) -> ReleasePlan {
+    run_pending(node, 0, free_interfaces, capabilities, first_seen, now)
+}
+
+fn run_pending(
+    node: &CiliumNode,
+    pending_pods: u32,
+    free_interfaces: bool,
+    capabilities: Capabilities,
+    first_seen: &BTreeMap<String, Instant>,
+    now: Instant,
+) -> ReleasePlan {
     let instance = instance();
     let pool = pool_of(node, &instance, &BTreeSet::new());
     plan(&ReleasePlanInput {
         node,
         instance: &instance,
         pool: &pool,
+        pending_pods,
         capabilities,
         free_interfaces,
         cluster_name: "c1",
@@ -196,4 +208,15 @@ fn a_provider_that_cannot_release_gets_nothing_marked_and_marks_are_withdrawn() 
     assert!(plan.first_seen.is_empty());
     assert_eq!(plan.unmark, strings(&["10.0.2.2"]));
     assert_eq!(plan.action, ReleaseAction::Unassign(Vec::new()));
+}
+
+#[test]
+fn addresses_pending_pods_are_about_to_take_are_not_excess() {
+    let t0 = Instant::now();
+    // 5 excess; 3 pods waiting leave 2, and 5 leave none.
+    let some = run_pending(&node(&[]), 3, false, ALL, &BTreeMap::new(), t0);
+    assert_eq!(some.first_seen.len(), 2, "{some:?}");
+    let none = run_pending(&node(&[]), 5, true, ALL, &BTreeMap::new(), t0);
+    assert!(none.first_seen.is_empty(), "{none:?}");
+    assert_eq!(none.action, ReleaseAction::Unassign(Vec::new()));
 }

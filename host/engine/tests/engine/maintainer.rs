@@ -1,0 +1,301 @@
+//! One node's passes through the [`Maintainer`] without the loop, on the
+//! paused clock: what a pass reports (release still pending or not), what it
+//! writes on the node at once, what it announces, and what forgetting a
+//! node resets.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipam_ciliumnode::{AzureSpec, ReleaseState};
+use ipam_cloud::InstanceLimits;
+use ipam_engine::{Maintainer, MemoryNodeStore, Metrics, NodePass, NodeStore, Step};
+use ipam_fake_cloud::{FakeCloud, InstanceSpec, SubnetSpec};
+
+use crate::agents::tick;
+use crate::support::{get, maintainer, node, settings};
+
+const NODE: &str = "n1";
+
+struct Setup {
+    store: Arc<MemoryNodeStore>,
+    metrics: Arc<Metrics>,
+    maintainer: Maintainer,
+}
+
+fn setup(fake: FakeCloud, node: ipam_ciliumnode::CiliumNode) -> Setup {
+    // Interface ages are measured on the engine's clock; read it first (see
+    // support::start).
+    let _ = ipam_engine::clock::unix_now();
+    let store = Arc::new(MemoryNodeStore::new());
+    store.upsert(node).unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let maintainer = maintainer(Arc::new(fake), store.clone(), settings(), metrics.clone());
+    Setup {
+        store,
+        metrics,
+        maintainer,
+    }
+}
+
+impl Setup {
+    async fn resync(&self) {
+        let parts = self.maintainer.parts();
+        parts.cache.resync_all(parts.cloud.as_ref()).await.unwrap();
+    }
+
+    async fn pass(&self) -> NodePass {
+        let pending = self.store.pending_pods(NODE);
+        self.maintainer.maintain(NODE, pending).await.unwrap()
+    }
+}
+
+/// Pods on the node come and go; the excess waits out the 30 s delay, is
+/// marked, answered by the agent and released.
+#[tokio::test(start_paused = true)]
+async fn a_pass_reports_release_pending_until_the_excess_has_left() {
+    let s = setup(FakeCloud::standard(1), node(NODE, "i-0000", 2));
+    s.resync().await;
+    let first = s.pass().await;
+    assert!(!first.release_pending, "nothing in excess: {first:?}");
+    assert_eq!(first.needed, 0);
+
+    tick(&s.store, 8).await;
+    let grown = s.pass().await;
+    assert!(grown.available >= 10, "{grown:?}");
+    assert!(
+        !grown.release_pending,
+        "{grown:?} {:?}",
+        get(&s.store, NODE).await.status.ipam
+    );
+
+    // The pods go: the excess is first seen, and waits out the delay with
+    // nothing marked yet.
+    tick(&s.store, 0).await;
+    let seen = s.pass().await;
+    assert!(seen.release.marked.is_empty(), "{seen:?}");
+    assert!(seen.release_pending, "the delay is running");
+    assert!(get(&s.store, NODE).await.status.ipam.release_ips.is_empty());
+
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let marked = s.pass().await;
+    assert!(!marked.release.marked.is_empty(), "{marked:?}");
+    assert!(marked.release_pending, "marks wait for the agent");
+
+    tick(&s.store, 0).await;
+    let released = s.pass().await;
+    assert_eq!(
+        released.release.released.len(),
+        marked.release.marked.len(),
+        "{released:?}"
+    );
+    let node = get(&s.store, NODE).await;
+    for ip in &released.release.released {
+        assert!(
+            !node.spec.ipam.pool.contains_key(ip),
+            "{ip} left the published pool in the same pass"
+        );
+        assert_eq!(
+            node.status.ipam.release_ips.get(ip),
+            Some(&ReleaseState::Released)
+        );
+    }
+
+    // The rest of the excess goes the same way, an interface's worth a
+    // round; once everything has left, only `released` entries are left
+    // and nothing is pending.
+    let mut last = released;
+    for _ in 0..10 {
+        if !last.release_pending {
+            break;
+        }
+        tokio::time::advance(Duration::from_secs(30)).await;
+        s.pass().await;
+        tick(&s.store, 0).await;
+        last = s.pass().await;
+    }
+    let node = get(&s.store, NODE).await;
+    assert!(!last.release_pending, "{last:?}");
+    assert_eq!(last.available, 2, "down to pre-allocate");
+    assert!(node
+        .status
+        .ipam
+        .release_ips
+        .values()
+        .all(|state| *state == ReleaseState::Released));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_mark_no_longer_in_excess_is_taken_back() {
+    let s = setup(FakeCloud::standard(1), node(NODE, "i-0000", 2));
+    s.resync().await;
+    tick(&s.store, 8).await;
+    s.pass().await;
+    tick(&s.store, 0).await;
+    s.pass().await;
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let marked = s.pass().await.release.marked;
+    assert!(!marked.is_empty());
+
+    // The scheduler sends pods before the agent answered: the marked
+    // addresses are needed again.
+    s.store
+        .agent_update(NODE, |n| {
+            for ip in &marked {
+                n.status.ipam.used.insert(ip.clone(), Default::default());
+            }
+        })
+        .unwrap();
+    let pass = s.pass().await;
+    assert_eq!(pass.release.unmarked, marked);
+    let node = get(&s.store, NODE).await;
+    assert!(
+        marked
+            .iter()
+            .all(|ip| !node.status.ipam.release_ips.contains_key(ip)),
+        "{:?}",
+        node.status.ipam.release_ips
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forgotten_node_starts_its_release_delay_and_figures_afresh() {
+    let s = setup(FakeCloud::standard(1), node(NODE, "i-0000", 2));
+    s.resync().await;
+    tick(&s.store, 8).await;
+    s.pass().await;
+    tick(&s.store, 0).await;
+    s.pass().await;
+    assert!(s.metrics.encode().contains("target_node=\"n1\""));
+
+    tokio::time::advance(Duration::from_secs(20)).await;
+    s.maintainer.forget(NODE);
+    assert!(
+        !s.metrics.encode().contains("target_node=\"n1\""),
+        "its gauges went with it"
+    );
+    tokio::time::advance(Duration::from_secs(15)).await;
+    let again = s.pass().await;
+    assert!(
+        again.release.marked.is_empty(),
+        "35 s after the excess was first seen, but 0 s after the node came back: {again:?}"
+    );
+    tokio::time::advance(Duration::from_secs(30)).await;
+    assert!(!s.pass().await.release.marked.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn subnets_free_counts_are_recorded_from_the_cache() {
+    let fake = FakeCloud::standard(1);
+    let free = fake.subnet("subnet-a").unwrap().available_addresses;
+    let s = setup(fake, node(NODE, "i-0000", 2));
+    s.resync().await;
+    s.maintainer.record_subnets();
+    let metrics = s.metrics.encode();
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("cilium_operator_ipam_available_ips_per_subnet{"))
+        .unwrap_or_else(|| panic!("no per-subnet line in {metrics}"));
+    assert!(line.contains("subnet_id=\"subnet-a\""), "{line}");
+    assert!(line.contains("availability_zone=\"zone-a\""), "{line}");
+    assert!(line.ends_with(&format!(" {free}")), "{line}");
+}
+
+/// t3.nano-like: 2 interfaces of 2 slots, the primary left to the node: at
+/// most 2 pod addresses.
+fn tiny_cloud() -> FakeCloud {
+    FakeCloud::builder()
+        .vpc("vpc-1", &["10.0.0.0/16"])
+        .subnet(SubnetSpec::new(
+            "subnet-b",
+            "vpc-1",
+            "zone-b",
+            "10.0.2.0/24",
+        ))
+        .instance_type(
+            "t3.nano",
+            InstanceLimits {
+                max_interfaces: 2,
+                ipv4_per_interface: 2,
+                ipv6_per_interface: 2,
+                prefix_delegation: false,
+            },
+        )
+        .instance(InstanceSpec::new("i-tiny", "t3.nano", "subnet-b"))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_blocked_node_says_why_once_and_creations_are_announced() {
+    let s = setup(tiny_cloud(), node(NODE, "i-tiny", 8));
+    s.resync().await;
+    let first = s.pass().await;
+    let Some(Step::Blocked(reason)) = first.steps.last() else {
+        panic!("blocked at capacity: {first:?}");
+    };
+    let created = first
+        .steps
+        .iter()
+        .find_map(|step| match step {
+            Step::Created {
+                interface, index, ..
+            } => Some((interface.clone(), *index)),
+            _ => None,
+        })
+        .expect("an interface was created");
+    let node = get(&s.store, NODE).await;
+    assert_eq!(&node.status.ipam.operator_status.error, reason);
+
+    let announced = |reason: &str| {
+        s.store
+            .announcements()
+            .into_iter()
+            .filter(|(name, a)| name == NODE && a.reason == reason)
+            .collect::<Vec<_>>()
+    };
+    let creations = announced("InterfaceCreated");
+    assert_eq!(creations.len(), 1, "{creations:?}");
+    assert!(!creations[0].1.warning);
+    assert!(creations[0]
+        .1
+        .note
+        .contains(&format!("{} at index {}", created.0, created.1)));
+    let blocked = announced("CannotAllocate");
+    assert_eq!(blocked.len(), 1);
+    assert!(blocked[0].1.warning);
+    assert_eq!(&blocked[0].1.note, reason);
+
+    let second = s.pass().await;
+    assert_eq!(second.steps, [Step::Blocked(reason.clone())]);
+    assert_eq!(
+        announced("CannotAllocate").len(),
+        1,
+        "the same reason is not announced again"
+    );
+
+    // Fewer addresses wanted: satisfied, and the error is cleared.
+    s.store
+        .agent_update(NODE, |n| n.spec.ipam.pre_allocate = Some(1))
+        .unwrap();
+    let relieved = s.pass().await;
+    assert_eq!(relieved.steps, [Step::Satisfied]);
+    assert_eq!(
+        get(&s.store, NODE).await.status.ipam.operator_status.error,
+        ""
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_azure_node_gets_its_interfaces_in_status_azure() {
+    let mut azure = node(NODE, "i-0000", 2);
+    azure.spec.azure = Some(AzureSpec::default());
+    let s = setup(FakeCloud::standard(1), azure);
+    s.resync().await;
+    s.pass().await;
+    let node = s.store.get(NODE).await.unwrap().unwrap();
+    assert!(node.status.eni.enis.is_empty());
+    let interfaces = &node.status.azure.interfaces;
+    assert!(!interfaces.is_empty());
+    let published: usize = interfaces.iter().map(|i| i.addresses.len()).sum();
+    assert!(published >= node.spec.ipam.pool.len(), "{interfaces:?}");
+}

@@ -221,9 +221,25 @@ impl FakeApiServer {
 
     /// Another writer (the agent) merges `patch` into an object.
     pub fn patch(&self, collection: &str, name: &str, patch: &Value) {
-        let mut object = self.get(collection, name).expect("object to patch");
-        merge(&mut object, patch);
-        self.put(collection, object);
+        assert!(
+            self.update(collection, name, |object| merge(object, patch)),
+            "no {name} in {collection} to patch"
+        );
+    }
+
+    /// Another writer changes an object in one step, so no write of the
+    /// operator's falls between its read and its write (which would be
+    /// lost); watchers are told. Whether the object exists.
+    pub fn update(&self, collection: &str, name: &str, change: impl FnOnce(&mut Value)) -> bool {
+        self.with(|s| {
+            let Some(mut object) = s.objects.get(collection).and_then(|m| m.get(name)).cloned()
+            else {
+                return false;
+            };
+            change(&mut object);
+            store(s, collection, name.to_string(), object, "MODIFIED");
+            true
+        })
     }
 
     /// Answer the next `n` patches with 409 Conflict.

@@ -3,6 +3,7 @@
 //! process, provider configs, nodes, engine parts, stub HTTP servers, moto and
 //! a fake Kubernetes API server.
 
+pub mod ec2_proxy;
 pub mod fake_apiserver;
 pub mod moto;
 

@@ -38,20 +38,16 @@ impl Moto {
             .and_then(|l| l.local_addr())
             .expect("a free port on 127.0.0.1")
             .port();
+        // moto_server, with EC2's one-holder-per-address rule (see the
+        // script).
+        let server = concat!(env!("CARGO_MANIFEST_DIR"), "/support/moto_server.py");
         let mut child = Command::new(python())
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
+            .args([server, "127.0.0.1", &port.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {} -m moto.server: {e}", python()));
+            .unwrap_or_else(|e| panic!("starting {} {server}: {e}", python()));
         let address: SocketAddr = ([127, 0, 0, 1], port).into();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -86,10 +82,16 @@ impl Moto {
     /// Make the VPC, subnets, security group and instances of
     /// `support/moto_seed.py` with boto3.
     pub fn seed(&self) -> Seeded {
+        self.seed_with(3)
+    }
+
+    /// [`Moto::seed`] with `instances` cluster instances.
+    pub fn seed_with(&self, instances: usize) -> Seeded {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/support/moto_seed.py");
         let output = Command::new(python())
             .arg(script)
             .arg(&self.endpoint)
+            .arg(instances.to_string())
             .output()
             .expect("running moto_seed.py");
         assert!(

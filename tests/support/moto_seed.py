@@ -1,6 +1,6 @@
 """Seed a moto_server with a small AWS cluster for the AWS provider's tests.
 
-Usage: moto_seed.py ENDPOINT. Prints the ids it made as one JSON object.
+Usage: moto_seed.py ENDPOINT [INSTANCES] (3 cluster instances unless told). Prints the ids it made as one JSON object.
 Uses boto3 (installed with moto[server]) so that the seeding goes through an
 EC2 client nobody in this project wrote.
 """
@@ -12,7 +12,7 @@ import boto3
 CLUSTER_TAG = "kubernetes.io/cluster/test"
 
 
-def main(endpoint):
+def main(endpoint, instances):
     ec2 = boto3.client(
         "ec2",
         region_name="us-east-1",
@@ -44,8 +44,8 @@ def main(endpoint):
     )["GroupId"]
     cluster = ec2.run_instances(
         ImageId="ami-12c6146b",
-        MinCount=3,
-        MaxCount=3,
+        MinCount=instances,
+        MaxCount=instances,
         InstanceType="m5.large",
         SubnetId=nodes["Subnet"]["SubnetId"],
         SecurityGroupIds=[group],
@@ -75,4 +75,4 @@ def main(endpoint):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3)

@@ -3,13 +3,18 @@
 //! the others carry on; at most `max_concurrent_nodes` passes run at once,
 //! the largest deficit first; a blocked node waits for its retry and a node
 //! whose steps ran out goes again at once; resync and GC never overlap
-//! themselves, and a failed resync is retried after the backoff cap.
+//! themselves, and a failed resync is retried after the backoff cap; an
+//! engine whose node store fails ends with the store's error.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use ipam_ciliumnode::{CiliumNode, NodeUpdate};
 use ipam_cloud::{CloudApi, InstanceLimits, Operation, ProviderError};
-use ipam_engine::{LoopSettings, MemoryNodeStore, Metrics, NodeEvent};
+use ipam_engine::{
+    Announcement, Engine, EngineError, InstanceCache, LoopSettings, Maintainer, MemoryNodeStore,
+    Metrics, NodeEvent, NodeStore, StoreError,
+};
 use ipam_fake_cloud::{FakeCloud, InstanceSpec, SubnetSpec};
 use tokio::time::Instant;
 
@@ -149,10 +154,7 @@ async fn at_most_max_concurrent_nodes_passes_run_at_once() {
 async fn the_largest_deficit_goes_first() {
     let fake = Arc::new(FakeCloud::standard(3));
     let store = store_with(&[("a", "i-0000", 2), ("b", "i-0001", 12), ("c", "i-0002", 6)]);
-    let mut events = {
-        use ipam_engine::NodeStore;
-        store.subscribe()
-    };
+    let mut events = store.subscribe();
     let config = LoopSettings {
         max_concurrent_nodes: 1,
         ..LoopSettings::default()
@@ -325,4 +327,53 @@ async fn ready_means_every_listed_node_had_a_pass() {
         assert!(!get(&store, name).await.spec.ipam.pool.is_empty());
     }
     running.stop().await;
+}
+
+/// The in-memory store, except that listing its nodes fails.
+struct UnlistableStore(MemoryNodeStore);
+
+#[async_trait::async_trait]
+impl NodeStore for UnlistableStore {
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<NodeEvent> {
+        self.0.subscribe()
+    }
+    async fn list(&self) -> Result<Vec<CiliumNode>, StoreError> {
+        Err(StoreError::Backend("the API server is gone".into()))
+    }
+    async fn get(&self, name: &str) -> Result<Option<CiliumNode>, StoreError> {
+        self.0.get(name).await
+    }
+    async fn update(&self, name: &str, update: &NodeUpdate) -> Result<CiliumNode, StoreError> {
+        self.0.update(name, update).await
+    }
+    fn pending_pods(&self, name: &str) -> u32 {
+        self.0.pending_pods(name)
+    }
+    async fn announce(&self, name: &str, announcement: Announcement) {
+        self.0.announce(name, announcement).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_engine_whose_node_store_fails_ends_and_says_why() {
+    let fake = Arc::new(FakeCloud::standard(1));
+    let maintainer = Maintainer::new(
+        fake,
+        Arc::new(InstanceCache::new()),
+        Arc::new(UnlistableStore(MemoryNodeStore::new())),
+        settings(),
+        Arc::new(Metrics::new()),
+    );
+    let running = Arc::new(Engine::new(Arc::new(maintainer), LoopSettings::default())).spawn();
+    assert!(!running.is_finished(), "it runs until the first listing");
+    let start = Instant::now();
+    while !running.is_finished() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the engine ends once its store fails"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let error = running.stop().await.unwrap_err();
+    assert!(matches!(error, EngineError::Store(_)), "{error}");
 }

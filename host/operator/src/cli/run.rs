@@ -119,6 +119,13 @@ pub struct RunArgs {
     /// Nodes worked on at once.
     #[arg(long, env = "IPAM_MAX_CONCURRENT_NODES", default_value_t = 16)]
     pub max_concurrent_nodes: usize,
+    /// Seconds between rounds of the leaked-interface GC.
+    #[arg(long, env = "IPAM_GC_INTERVAL_SECONDS", default_value_t = 300)]
+    pub gc_interval_seconds: u64,
+    /// Seconds a detached interface of ours must have existed before the GC
+    /// deletes it (an interface being created is detached for a moment).
+    #[arg(long, env = "IPAM_GC_GRACE_SECONDS", default_value_t = 600)]
+    pub gc_grace_seconds: u64,
 
     /// Elect a leader among replicas (off: this replica always leads).
     #[arg(long, env = "IPAM_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
@@ -270,6 +277,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         config: LoopSettings {
             resync_interval: Duration::from_secs(args.resync_seconds),
             max_concurrent_nodes: args.max_concurrent_nodes.max(1),
+            gc_interval: Duration::from_secs(args.gc_interval_seconds.max(1)),
+            gc_grace: Duration::from_secs(args.gc_grace_seconds),
             ..LoopSettings::default()
         },
         reuse_cooldown: Duration::from_secs(args.reuse_cooldown_seconds),

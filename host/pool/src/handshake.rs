@@ -7,12 +7,17 @@
 //!   the agent then drops the entry once the address left its pool;
 //! - an address that stops being excess is unmarked (from any state but
 //!   `released`), and `do-not-release` forgets the address, so that it must
-//!   wait out the delay again before it is marked again.
+//!   wait out the delay again before it is marked again;
+//! - a `released` address back in the pool (the cloud handed it out again
+//!   before the agent dropped the entry) is unmarked: that release is over,
+//!   and the address is a new one for pods. Left in place, the entry would
+//!   keep the agent from using it and the operator from releasing it, for
+//!   ever.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use ipam_ciliumnode::ReleaseState;
+use ipam_ciliumnode::{AllocationIp, ReleaseState};
 
 #[derive(Debug, Clone, Copy)]
 pub struct HandshakeInput<'a> {
@@ -20,6 +25,8 @@ pub struct HandshakeInput<'a> {
     pub candidates: &'a BTreeSet<String>,
     /// status.ipam.release-ips as the CiliumNode has it now.
     pub status: &'a BTreeMap<String, ReleaseState>,
+    /// The node's pool as the cloud gives it now.
+    pub pool: &'a BTreeMap<String, AllocationIp>,
     /// When the operator first saw each candidate as excess.
     pub first_seen: &'a BTreeMap<String, Instant>,
     pub now: Instant,
@@ -47,6 +54,7 @@ pub fn step(input: HandshakeInput<'_>) -> HandshakeStep {
     for (ip, state) in input.status {
         let still_excess = input.candidates.contains(ip);
         match state {
+            ReleaseState::Released if input.pool.contains_key(ip) => out.unmark.push(ip.clone()),
             ReleaseState::Released => {}
             _ if !still_excess => out.unmark.push(ip.clone()),
             ReleaseState::ReadyForRelease => out.unassign.push(ip.clone()),
@@ -94,6 +102,12 @@ mod tests {
             .collect()
     }
 
+    fn pool(ips: &[&str]) -> BTreeMap<String, AllocationIp> {
+        ips.iter()
+            .map(|ip| (ip.to_string(), AllocationIp::default()))
+            .collect()
+    }
+
     fn strings(ips: &[&str]) -> Vec<String> {
         ips.iter().map(|s| s.to_string()).collect()
     }
@@ -105,9 +119,11 @@ mod tests {
         let t0 = Instant::now();
         let candidates = set(&["10.0.0.5"]);
         let empty = BTreeMap::new();
+        let in_pool = pool(&["10.0.0.5"]);
         let first = step(HandshakeInput {
             candidates: &candidates,
             status: &empty,
+            pool: &in_pool,
             first_seen: &BTreeMap::new(),
             now: t0,
             delay: DELAY,
@@ -117,6 +133,7 @@ mod tests {
         let early = HandshakeInput {
             candidates: &candidates,
             status: &empty,
+            pool: &in_pool,
             first_seen: &first.first_seen,
             now: t0 + DELAY / 2,
             delay: DELAY,
@@ -182,9 +199,9 @@ mod tests {
                 &["a"],
                 &[("a", RELEASED)],
                 &[],
+                &["a"],
                 &[],
-                &[],
-                "released: the agent removes it",
+                "released and back in the pool: the release is over",
             ),
             case(
                 &[],
@@ -208,7 +225,7 @@ mod tests {
                 &[],
                 &[],
                 &[],
-                "released is never cancelled",
+                "released and gone from the pool: the agent removes it",
             ),
             case(
                 &["a", "b"],
@@ -229,9 +246,18 @@ mod tests {
         ];
         for c in cases {
             let (candidates, current) = (set(c.candidates), status(c.status));
+            // The candidates are in the pool; so is every marked address
+            // but a released one no longer a candidate.
+            let mut in_pool = pool(c.candidates);
+            for (ip, state) in c.status {
+                if *state != RELEASED {
+                    in_pool.insert(ip.to_string(), AllocationIp::default());
+                }
+            }
             let out = step(HandshakeInput {
                 candidates: &candidates,
                 status: &current,
+                pool: &in_pool,
                 first_seen: &seen,
                 now,
                 delay: DELAY,
@@ -248,10 +274,12 @@ mod tests {
         let candidates = set(&["a"]);
         let seen: BTreeMap<String, Instant> = [("a".to_string(), t0)].into();
         let refused = status(&[("a", DO_NOT_RELEASE)]);
+        let in_pool = pool(&["a"]);
         let now = t0 + DELAY * 2;
         let out = step(HandshakeInput {
             candidates: &candidates,
             status: &refused,
+            pool: &in_pool,
             first_seen: &seen,
             now,
             delay: DELAY,
@@ -260,6 +288,7 @@ mod tests {
         let next = step(HandshakeInput {
             candidates: &candidates,
             status: &BTreeMap::new(),
+            pool: &in_pool,
             first_seen: &out.first_seen,
             now,
             delay: DELAY,

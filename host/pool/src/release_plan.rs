@@ -160,6 +160,7 @@ pub fn plan(input: &ReleasePlanInput<'_>) -> ReleasePlan {
     let step = handshake::step(HandshakeInput {
         candidates: &candidates,
         status: &node.status.ipam.release_ips,
+        pool: input.pool,
         first_seen: input.first_seen,
         now: input.now,
         delay: input.release_delay,

@@ -299,3 +299,38 @@ async fn an_azure_node_gets_its_interfaces_in_status_azure() {
     let published: usize = interfaces.iter().map(|i| i.addresses.len()).sum();
     assert!(published >= node.spec.ipam.pool.len(), "{interfaces:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_released_address_the_cloud_hands_back_is_free_for_pods_again() {
+    let s = setup(FakeCloud::standard(1), node(NODE, "i-0000", 2));
+    s.resync().await;
+    tick(&s.store, 8).await;
+    s.pass().await;
+    tick(&s.store, 0).await;
+    s.pass().await;
+    tokio::time::advance(Duration::from_secs(30)).await;
+    s.pass().await;
+    tick(&s.store, 0).await;
+    let released = s.pass().await.release.released;
+    assert!(!released.is_empty());
+
+    // Before the agent drops the `released` entries, the node wants more
+    // and the cloud hands the same addresses out again (the fake gives the
+    // lowest free ones).
+    s.store
+        .agent_update(NODE, |n| n.spec.ipam.pre_allocate = Some(12))
+        .unwrap();
+    s.pass().await;
+    let node = get(&s.store, NODE).await;
+    let back: Vec<&String> = released
+        .iter()
+        .filter(|ip| node.spec.ipam.pool.contains_key(*ip))
+        .collect();
+    assert!(!back.is_empty(), "the cloud handed one back");
+    for ip in back {
+        assert!(
+            !node.status.ipam.release_ips.contains_key(ip),
+            "{ip} is in the pool again: its finished release must not keep pods off it"
+        );
+    }
+}

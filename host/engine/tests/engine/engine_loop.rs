@@ -252,14 +252,14 @@ async fn a_node_whose_steps_ran_out_goes_again_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn resync_and_gc_never_overlap_themselves() {
-    // A resync takes 4 calls of 1 s, a GC 1 call of 3 s; each interval is
+    // A resync takes 4 calls of 1 s, a GC a call of 1 s; each interval is
     // shorter than its work.
     let fake = Arc::new(FakeCloud::standard(1));
     let cloud = Arc::new(SteeredCloud::new(fake.clone(), Duration::from_secs(1)));
     let store = Arc::new(MemoryNodeStore::new());
     let config = LoopSettings {
         resync_interval: Duration::from_secs(2),
-        gc_interval: Duration::from_secs(2),
+        gc_interval: Duration::from_millis(500),
         ..LoopSettings::default()
     };
     let running = run(cloud.clone(), &store, config);

@@ -19,6 +19,7 @@ use ipam_cloud::CloudApi;
 use ipam_clouds::aws::credentials::{
     AwsCredentialConfig, RefreshingCredentials, ACCESS_KEY_ID, SESSION_TOKEN,
 };
+use tokio::sync::mpsc;
 
 type Handler =
     dyn Fn(&Method, &str, &http::HeaderMap, &str, usize) -> (StatusCode, String) + Send + Sync;
@@ -187,8 +188,17 @@ async fn web_identity_is_exchanged_with_sts_and_reaches_the_guest() {
     assert_eq!(signed_by_aws_guest(source).await, "ASIAWEBIDENTITY");
 }
 
-fn imds_handler(expiry_seconds: i64) -> Arc<Handler> {
-    Arc::new(move |method, path, headers, _, n| {
+/// Long enough for a fetch over 127.0.0.1 on the slowest machine; only a
+/// failing test waits it out.
+const AT_MOST: Duration = Duration::from_secs(60);
+
+/// An IMDSv2 stub. Its credentials documents are `ASIAINSTANCE<n>`, the
+/// first two expiring in 300 s (the refresh runs that far ahead, so each is
+/// refreshed at once); from the third on it answers 500. Each request for a
+/// document is told on `asked` with its number.
+fn imds_handler(asked: mpsc::UnboundedSender<usize>) -> Arc<Handler> {
+    let documents = Arc::new(AtomicUsize::new(0));
+    Arc::new(move |method, path, headers, _, _| {
         let token_ok = headers
             .get("x-aws-ec2-metadata-token")
             .is_some_and(|t| t == "imds-token");
@@ -203,43 +213,62 @@ fn imds_handler(expiry_seconds: i64) -> Arc<Handler> {
             ("GET", "/latest/meta-data/iam/security-credentials/") => {
                 (StatusCode::OK, "node-role\n".into())
             }
-            ("GET", "/latest/meta-data/iam/security-credentials/node-role") => (
-                StatusCode::OK,
-                serde_json::json!({"Code": "Success", "AccessKeyId": format!("ASIAINSTANCE{n}"),
-                    "SecretAccessKey": "secret", "Token": "token",
-                    "Expiration": rfc3339_in(expiry_seconds)})
-                .to_string(),
-            ),
+            ("GET", "/latest/meta-data/iam/security-credentials/node-role") => {
+                let n = documents.fetch_add(1, Ordering::SeqCst);
+                let _ = asked.send(n);
+                if n >= 2 {
+                    return (StatusCode::INTERNAL_SERVER_ERROR, String::new());
+                }
+                (
+                    StatusCode::OK,
+                    serde_json::json!({"Code": "Success", "AccessKeyId": format!("ASIAINSTANCE{n}"),
+                        "SecretAccessKey": "secret", "Token": "token",
+                        "Expiration": rfc3339_in(300)})
+                    .to_string(),
+                )
+            }
             _ => (StatusCode::NOT_FOUND, String::new()),
         }
     })
 }
 
+/// The next request number told on `asked`, failing after [`AT_MOST`].
+async fn next_asked<T>(asked: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
+    tokio::time::timeout(AT_MOST, asked.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no {what} within {AT_MOST:?}"))
+        .expect("the stub is running")
+}
+
 #[tokio::test]
 async fn the_instance_profile_comes_from_imdsv2_and_is_refreshed_before_expiry() {
-    // Credentials that expire in 302 s: refreshed 300 s ahead, so in ~2 s.
-    let (imds, requests) = stub(imds_handler(302)).await;
+    let (asked_tx, mut asked) = mpsc::unbounded_channel();
+    let (imds, requests) = stub(imds_handler(asked_tx)).await;
     let source = RefreshingCredentials::start(config(&[], None, &imds))
         .await
         .expect("IMDS answered");
-    let first = source.current().unwrap().values[ACCESS_KEY_ID].clone();
-    assert!(first.starts_with("ASIAINSTANCE"), "{first}");
-    assert_eq!(seen_by_guest(source.clone(), ACCESS_KEY_ID).await, first);
-    assert_eq!(signed_by_aws_guest(source.clone()).await, first);
-    let before = requests.load(Ordering::SeqCst);
-    let mut refreshed = false;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if source.current().unwrap().values[ACCESS_KEY_ID] != first {
-            refreshed = true;
-            break;
-        }
-    }
-    assert!(refreshed, "new credentials before the old ones expired");
-    assert!(
-        requests.load(Ordering::SeqCst) >= before + 3,
-        "token, role, credentials again"
+    assert_eq!(next_asked(&mut asked, "first fetch").await, 0);
+    // The refresher fetches, stores, then waits for the next refresh: once
+    // document 2 is asked for, document 1 (fetched as 0 came within 300 s
+    // of expiring) is stored; 2 is refused and the retry is 30 s away, so
+    // document 1 stays while the guests are asked.
+    assert_eq!(next_asked(&mut asked, "refresh").await, 1);
+    assert_eq!(next_asked(&mut asked, "second refresh").await, 2);
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        9,
+        "a token, the role and the document on each of three fetches"
     );
+    let refreshed = source.current().unwrap().values[ACCESS_KEY_ID].clone();
+    assert_eq!(
+        refreshed, "ASIAINSTANCE1",
+        "new credentials before the old ones expired"
+    );
+    assert_eq!(
+        seen_by_guest(source.clone(), ACCESS_KEY_ID).await,
+        refreshed
+    );
+    assert_eq!(signed_by_aws_guest(source).await, refreshed);
 }
 
 #[tokio::test]
@@ -322,5 +351,63 @@ async fn eks_pod_identity_credentials_come_from_the_agent_with_the_token() {
     assert!(
         error.contains("container credentials") && error.contains("403"),
         "{error}"
+    );
+}
+
+#[tokio::test]
+async fn the_pod_identity_token_file_is_read_again_on_each_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_path = dir.path().join("eks-pod-identity-token");
+    std::fs::write(&token_path, "first-token\n").unwrap();
+    let (asked_tx, mut asked) = mpsc::unbounded_channel::<String>();
+    let valid = Arc::new(std::sync::Mutex::new("first-token".to_string()));
+    let rotate = token_path.clone();
+    let handler: Arc<Handler> = Arc::new(move |method, path, headers, _, n| {
+        let token = headers
+            .get("authorization")
+            .and_then(|t| t.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let _ = asked_tx.send(token.clone());
+        let mut valid = valid.lock().unwrap();
+        if (method.as_str(), path) != ("GET", "/v1/credentials") || token != *valid {
+            return (StatusCode::FORBIDDEN, String::new());
+        }
+        // The first answer expires within the 300 s the refresh runs ahead,
+        // so a refresh follows at once; meanwhile kubelet rotates the token
+        // and the agent accepts only the new one.
+        let expires_in = if n == 0 {
+            *valid = "rotated-token".into();
+            std::fs::write(&rotate, "rotated-token\n").unwrap();
+            300
+        } else {
+            3600
+        };
+        (
+            StatusCode::OK,
+            serde_json::json!({"AccessKeyId": format!("ASIAPODIDENTITY{n}"),
+                "SecretAccessKey": "secret", "Token": "token",
+                "Expiration": rfc3339_in(expires_in)})
+            .to_string(),
+        )
+    });
+    let (agent, _) = stub(handler).await;
+    let uri = format!("{agent}/v1/credentials");
+    let token_file = token_path.display().to_string();
+    let _source = RefreshingCredentials::start(config(
+        &[
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token_file),
+        ],
+        None,
+        "http://127.0.0.1:9",
+    ))
+    .await
+    .expect("the agent answered");
+    assert_eq!(next_asked(&mut asked, "first fetch").await, "first-token");
+    assert_eq!(
+        next_asked(&mut asked, "refresh").await,
+        "rotated-token",
+        "the refresh read the token file again"
     );
 }

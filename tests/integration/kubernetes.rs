@@ -302,12 +302,24 @@ async fn a_relist_after_410_gone_catches_a_deletion_missed_meanwhile() {
     assert!(store.get("n1").await.unwrap().is_some());
 }
 
-fn election(client: kube::Client, identity: &str) -> LeaderElection {
-    let mut config = LeaseConfig::new("kube-system", "ipam-operator", identity);
-    config.lease_duration = Duration::from_secs(2);
-    config.renew_deadline = Duration::from_millis(1500);
-    config.retry_period = Duration::from_millis(100);
-    LeaderElection::new(client, config)
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+const LEASE: &str = "ipam-operator";
+
+/// client-go's timings (lease 15 s, renew deadline 10 s, retry 2 s). The
+/// election tests run on tokio's paused clock: renewals, deadlines and
+/// engine timers cost no real time and are exact, and a lease's wall-clock
+/// age (what a follower judges expiry by) grows only by the real time the
+/// test takes, far below 15 s, so a slow machine cannot expire one.
+fn lease_config(identity: &str) -> LeaseConfig {
+    LeaseConfig::new("kube-system", LEASE, identity)
+}
+
+/// Wait until `leader` is `value`; on the paused clock the bound is virtual.
+async fn until_leader(leader: &mut watch::Receiver<bool>, value: bool, what: &str) {
+    tokio::time::timeout(Duration::from_secs(120), leader.wait_for(|l| *l == value))
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for: {what}"))
+        .expect("the election is running");
 }
 
 /// One operator replica: store, election and engine, writing as `identity`.
@@ -327,7 +339,7 @@ async fn replica(client: kube::Client, identity: &str) -> Replica {
         reuse_cooldown: Duration::ZERO,
         metrics: Arc::new(Metrics::new()),
     };
-    let election = election(client, identity);
+    let election = LeaderElection::new(client, lease_config(identity));
     let (leader_tx, leader) = watch::channel(false);
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(async move {
@@ -354,40 +366,67 @@ fn written_by(server: &FakeApiServer, identity: &str) -> usize {
         .count()
 }
 
-#[tokio::test]
+/// Writes to the Lease (creates and replaces), in order.
+fn lease_writes(server: &FakeApiServer) -> Vec<fake_apiserver::Logged> {
+    server
+        .writes()
+        .into_iter()
+        .filter(|w| w.path.starts_with(LEASES))
+        .collect()
+}
+
+/// Long enough for every timer of a standing-by replica to fire: two
+/// engine resyncs, many retry periods. Virtual time on the paused clock.
+fn quiet_period() -> Duration {
+    LoopSettings::default().resync_interval * 2
+}
+
+#[tokio::test(start_paused = true)]
 async fn only_the_leader_writes_and_a_clean_shutdown_hands_over() {
+    let config = lease_config("op-a");
     let (client, server) = FakeApiServer::start();
     server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
-    let a = replica(client.clone(), "op-a").await;
-    eventually("op-a leads", || *a.leader.borrow()).await;
-    let b = replica(client.clone(), "op-b").await;
+    let mut a = replica(client.clone(), "op-a").await;
+    until_leader(&mut a.leader, true, "op-a leads").await;
+    let mut b = replica(client.clone(), "op-b").await;
     eventually("op-a fills n1", || pool_len(&server, "n1") == 8).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!*b.leader.borrow(), "one leader at a time");
+    // Both campaign for many retry periods (all run on the paused clock).
+    let renewals = lease_writes(&server).len();
+    tokio::time::sleep(config.retry_period * 10).await;
+    assert!(
+        lease_writes(&server).len() >= renewals + 9,
+        "op-a kept renewing meanwhile"
+    );
+    assert!(
+        !b.leader.has_changed().expect("op-b runs"),
+        "op-b never led, not even briefly: one leader at a time"
+    );
+    assert!(
+        lease_writes(&server).iter().all(|w| w
+            .body
+            .as_ref()
+            .is_some_and(|b| b["spec"]["holderIdentity"] == "op-a")),
+        "op-b never tried to take a held lease"
+    );
     assert!(written_by(&server, "op-a") > 0);
     assert_eq!(written_by(&server, "op-b"), 0, "the standby does not write");
 
-    // op-a stops cleanly: it hands the lease back and op-b takes over at once
-    // (well within the 2 s lease).
+    // op-a stops cleanly: it hands the lease back and op-b takes it at its
+    // next attempt, not after the lease's 15 s.
     let _ = a.stop.send(true);
     a.task.await.unwrap();
-    let lease = server
-        .get(
-            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",
-            "ipam-operator",
-        )
-        .unwrap();
-    assert_ne!(lease["spec"]["holderIdentity"], "op-a");
-    eventually("op-b leads", || *b.leader.borrow()).await;
-    let before = written_by(&server, "op-a");
+    let handed_back = tokio::time::Instant::now();
+    let lease = server.get(LEASES, LEASE).unwrap();
+    assert!(lease["spec"]["holderIdentity"].is_null(), "{lease}");
+    until_leader(&mut b.leader, true, "op-b leads").await;
+    assert!(
+        handed_back.elapsed() <= config.retry_period,
+        "op-b took over {:?} after the hand-back",
+        handed_back.elapsed()
+    );
     server.put(CILIUMNODES, agent_node("n3", "i-0003", 3));
     eventually("op-b fills n3", || pool_len(&server, "n3") == 3).await;
     assert!(written_by(&server, "op-b") > 0);
-    assert_eq!(
-        written_by(&server, "op-a"),
-        before,
-        "the old leader wrote nothing more"
-    );
     let _ = b.stop.send(true);
     b.task.await.unwrap();
 }
@@ -471,26 +510,32 @@ async fn an_azure_mode_node_gets_status_azure_interfaces() {
     assert_eq!(written["spec"]["azure"]["interface-name"], "eth0");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
+    let config = lease_config("op-a");
     let (client, server) = FakeApiServer::start();
     server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
-    let a = replica(client.clone(), "op-a").await;
-    eventually("op-a leads and fills n1", || {
-        *a.leader.borrow() && pool_len(&server, "n1") == 8
-    })
-    .await;
+    let mut a = replica(client.clone(), "op-a").await;
+    until_leader(&mut a.leader, true, "op-a leads").await;
+    eventually("op-a fills n1", || pool_len(&server, "n1") == 8).await;
     // Another holder takes the lease (as after a partition).
-    let leases = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
-    let mut lease = server.get(leases, "ipam-operator").unwrap();
+    let mut lease = server.get(LEASES, LEASE).unwrap();
     lease["spec"]["holderIdentity"] = json!("intruder");
     lease["spec"]["leaseDurationSeconds"] = json!(600);
     lease["spec"]["renewTime"] = json!(k8s_openapi::jiff::Timestamp::now().to_string());
-    server.put(leases, lease);
-    eventually("op-a steps down", || !*a.leader.borrow()).await;
+    server.put(LEASES, lease);
+    let taken = tokio::time::Instant::now();
+    until_leader(&mut a.leader, false, "op-a steps down").await;
+    assert!(
+        taken.elapsed() <= config.retry_period,
+        "stepped down at its next renewal, not {:?} later",
+        taken.elapsed()
+    );
+    // op-a still runs: a node that appears now is left alone by it.
     let before = written_by(&server, "op-a");
     server.put(CILIUMNODES, agent_node("n3", "i-0003", 3));
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    tokio::time::sleep(quiet_period()).await;
+    assert!(!a.task.is_finished(), "checked while op-a still runs");
     assert_eq!(
         written_by(&server, "op-a"),
         before,
@@ -499,9 +544,164 @@ async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
     assert_eq!(pool_len(&server, "n3"), 0);
     let _ = a.stop.send(true);
     a.task.await.unwrap();
-    let lease = server.get(leases, "ipam-operator").unwrap();
+    let lease = server.get(LEASES, LEASE).unwrap();
     assert_eq!(
         lease["spec"]["holderIdentity"], "intruder",
         "not ours to hand back"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_that_cannot_renew_steps_down_by_the_renew_deadline() {
+    let config = lease_config("op-a");
+    let (client, server) = FakeApiServer::start();
+    server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
+    let mut a = replica(client.clone(), "op-a").await;
+    until_leader(&mut a.leader, true, "op-a leads").await;
+    eventually("op-a fills n1", || pool_len(&server, "n1") == 8).await;
+    // The API server stops persisting Lease writes: every renewal fails.
+    server.fail_writes(LEASES, true);
+    let failing = tokio::time::Instant::now();
+    until_leader(&mut a.leader, false, "op-a steps down").await;
+    // The last renewal that worked was at most one retry period before the
+    // failures began; the deadline (a whole number of retry periods) counts
+    // from it.
+    let after = failing.elapsed();
+    assert!(
+        after >= config.renew_deadline - config.retry_period && after <= config.renew_deadline,
+        "stepped down {after:?} after renewals began to fail"
+    );
+    assert!(
+        after < config.lease_duration,
+        "before another candidate could take the lease"
+    );
+    // op-a still runs and still cannot renew: a new node is left alone.
+    let refused = lease_writes(&server)
+        .iter()
+        .filter(|w| w.code == 500)
+        .count();
+    let before = written_by(&server, "op-a");
+    server.put(CILIUMNODES, agent_node("n3", "i-0003", 3));
+    tokio::time::sleep(quiet_period()).await;
+    assert!(
+        lease_writes(&server)
+            .iter()
+            .filter(|w| w.code == 500)
+            .count()
+            > refused,
+        "op-a kept trying to renew"
+    );
+    assert_eq!(
+        written_by(&server, "op-a"),
+        before,
+        "no write after stepping down"
+    );
+    assert_eq!(pool_len(&server, "n3"), 0);
+    // Renewals work again: op-a, still the holder on record, leads again and
+    // fills n3, so the quiet above was op-a standing down, not unable to write.
+    server.fail_writes(LEASES, false);
+    until_leader(&mut a.leader, true, "op-a leads again").await;
+    eventually("op-a fills n3", || pool_len(&server, "n3") == 3).await;
+    let _ = a.stop.send(true);
+    a.task.await.unwrap();
+}
+
+/// A bare candidate (no store, no engine): its leader flag and its stop.
+fn candidate(
+    client: kube::Client,
+    identity: &str,
+) -> (
+    watch::Receiver<bool>,
+    watch::Sender<bool>,
+    tokio::task::JoinHandle<()>,
+) {
+    let election = LeaderElection::new(client, lease_config(identity));
+    let (leader_tx, leader) = watch::channel(false);
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        election
+            .run(&leader_tx, async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await;
+    });
+    (leader, stop, task)
+}
+
+/// Two candidates read the Lease (`initial`, or none) before either
+/// writes: exactly one write succeeds, the other is answered 409 Conflict,
+/// and its candidate does not lead, then or in the rounds after.
+async fn race_for_the_lease(initial: Option<Value>, transitions: i64) {
+    let config = lease_config("op-a");
+    let (client, server) = FakeApiServer::start();
+    if let Some(lease) = initial {
+        server.put(LEASES, lease);
+    }
+    server.hold_reads(LEASES, LEASE, 2);
+    let (a, a_stop, a_task) = candidate(client.clone(), "op-a");
+    let (b, b_stop, b_task) = candidate(client, "op-b");
+    tokio::time::sleep(config.retry_period * 10).await;
+
+    let writes = lease_writes(&server);
+    assert!(writes.len() >= 2, "both candidates wrote: {writes:?}");
+    let (first, second) = (&writes[0], &writes[1]);
+    let holder =
+        |w: &fake_apiserver::Logged| w.body.as_ref().map(|b| b["spec"]["holderIdentity"].clone());
+    assert_ne!(
+        holder(first),
+        holder(second),
+        "both candidates wrote: {writes:?}"
+    );
+    let codes = [first.code, second.code];
+    assert!(
+        codes.contains(&409) && codes.iter().any(|c| (200..300).contains(c)),
+        "one write won, one was refused: {codes:?}"
+    );
+    let refused = if first.code == 409 { first } else { second };
+    let loser = holder(refused).expect("a body");
+    let (winner, loser_flag) = if loser == "op-a" {
+        ("op-b", &a)
+    } else {
+        ("op-a", &b)
+    };
+    let winner_flag = if winner == "op-a" { &a } else { &b };
+    let lease = server.get(LEASES, LEASE).unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], winner);
+    assert_eq!(
+        lease["spec"]["leaseTransitions"], transitions,
+        "taken once: {lease}"
+    );
+    assert!(*winner_flag.borrow(), "{winner} leads");
+    assert!(
+        !loser_flag.has_changed().expect("the loser runs"),
+        "{loser} never led, not even briefly"
+    );
+    assert!(
+        writes
+            .iter()
+            .skip(2)
+            .all(|w| holder(w) == Some(json!(winner)) && w.code == 200),
+        "afterwards only {winner} writes (renewals): {writes:?}"
+    );
+    let _ = a_stop.send(true);
+    let _ = b_stop.send(true);
+    a_task.await.unwrap();
+    b_task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_candidates_racing_to_create_the_lease_one_leads_the_other_gets_409() {
+    race_for_the_lease(None, 0).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_candidates_racing_for_an_expired_lease_one_leads_the_other_gets_409() {
+    let expired = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": LEASE, "namespace": "kube-system"},
+        "spec": {"holderIdentity": "gone", "leaseDurationSeconds": 15,
+                 "acquireTime": "2020-01-01T00:00:00.000000Z",
+                 "renewTime": "2020-01-01T00:00:00.000000Z", "leaseTransitions": 4}
+    });
+    race_for_the_lease(Some(expired), 5).await;
 }

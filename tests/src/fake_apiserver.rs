@@ -4,10 +4,15 @@
 //! bookmark; 410 Gone on a watch when asked; JSON merge patches on an object
 //! (status left alone) and on its status subresource (only status); replace
 //! with optimistic concurrency (409 on a stale resourceVersion); create (409
-//! when it exists); 409 on the next patches when asked. Requests are logged so
-//! tests can check who wrote what.
+//! when it exists); 409 on the next patches when asked; 500 on every write to
+//! a collection while told to fail them (an API server that cannot persist,
+//! as a renewal failing past the renew deadline needs); reads of one object
+//! held until several have arrived, so concurrent readers see the same
+//! resourceVersion (two candidates racing for a Lease). Requests are logged
+//! with the status answered, so tests can check who wrote what and who was
+//! refused.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
@@ -31,6 +36,17 @@ pub struct Logged {
     pub path: String,
     pub query: String,
     pub body: Option<Value>,
+    /// The status code answered.
+    pub code: u16,
+}
+
+/// Reads of one object answered together once `count` have arrived.
+struct HeldReads {
+    collection: String,
+    name: String,
+    count: usize,
+    /// Each waiting reader's body channel and the body it is owed.
+    waiting: Vec<(mpsc::UnboundedSender<Bytes>, Bytes)>,
 }
 
 #[derive(Default)]
@@ -40,6 +56,9 @@ struct State {
     objects: BTreeMap<String, BTreeMap<String, Value>>,
     watchers: Vec<(String, mpsc::UnboundedSender<Bytes>)>,
     conflicts_on_patch: u32,
+    /// collections whose writes are answered 500
+    failing_writes: BTreeSet<String>,
+    held_reads: Option<HeldReads>,
     /// collection -> watches to refuse with 410 Gone
     gone_on_watch: BTreeMap<String, u32>,
     log: Vec<Logged>,
@@ -247,6 +266,32 @@ impl FakeApiServer {
         self.with(|s| s.conflicts_on_patch = n);
     }
 
+    /// While `failing`, every write (not a read) to `collection` is answered
+    /// 500 InternalError and changes nothing.
+    pub fn fail_writes(&self, collection: &str, failing: bool) {
+        self.with(|s| {
+            if failing {
+                s.failing_writes.insert(collection.to_string());
+            } else {
+                s.failing_writes.remove(collection);
+            }
+        });
+    }
+
+    /// Hold the next `count` reads of one object: each gets the object as it
+    /// was when it asked (or 404), but only once the last of them has asked,
+    /// so `count` concurrent readers all decide on the same resourceVersion.
+    pub fn hold_reads(&self, collection: &str, name: &str, count: usize) {
+        self.with(|s| {
+            s.held_reads = Some(HeldReads {
+                collection: collection.to_string(),
+                name: name.to_string(),
+                count,
+                waiting: Vec::new(),
+            });
+        });
+    }
+
     /// In one step: every watch ends, the object is deleted with no watcher
     /// to hear it, and the next watch is refused with 410 Gone, so only a
     /// fresh list can reveal the deletion.
@@ -276,127 +321,181 @@ impl FakeApiServer {
         let path = parts.uri.path().to_string();
         let query = parts.uri.query().unwrap_or_default().to_string();
         let body: Option<Value> = serde_json::from_slice(body).ok();
-        let (collection, name, is_status) = split(&path);
         let mut state = self.state.lock().expect("fake server state");
+        let response = route(&mut state, &parts.method, &path, &query, body.clone());
         state.log.push(Logged {
             method: parts.method.clone(),
-            path: path.clone(),
-            query: query.clone(),
-            body: body.clone(),
+            path,
+            query,
+            body,
+            code: response.status().as_u16(),
         });
-        let (api_version, kind) = kind_of(&collection);
-        let watching = query
-            .split('&')
-            .any(|p| p == "watch=true" || p == "watch=1");
-        match (&parts.method, name) {
-            (&Method::GET, None) if watching => {
-                let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
-                let refuse = state.gone_on_watch.get_mut(&collection).filter(|n| **n > 0);
-                if let Some(n) = refuse {
-                    *n -= 1;
-                    let line = json!({"type": "ERROR", "object": status(410, "Expired", "too old resource version")});
-                    let _ = sender.send(Bytes::from(format!("{line}\n")));
-                } else {
-                    let bookmark = json!({"type": "BOOKMARK", "object": {"apiVersion": api_version, "kind": kind,
+        response
+    }
+}
+
+/// The answer to one request, `state` changed as the real server would.
+fn route(
+    state: &mut State,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: Option<Value>,
+) -> Response<Body> {
+    let (collection, name, is_status) = split(path);
+    let (api_version, kind) = kind_of(&collection);
+    let watching = query
+        .split('&')
+        .any(|p| p == "watch=true" || p == "watch=1");
+    if *method != Method::GET && state.failing_writes.contains(&collection) {
+        return respond(
+            500,
+            &status(500, "InternalError", "the write could not be persisted"),
+        );
+    }
+    match (method, name) {
+        (&Method::GET, None) if watching => {
+            let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
+            let refuse = state.gone_on_watch.get_mut(&collection).filter(|n| **n > 0);
+            if let Some(n) = refuse {
+                *n -= 1;
+                let line = json!({"type": "ERROR", "object": status(410, "Expired", "too old resource version")});
+                let _ = sender.send(Bytes::from(format!("{line}\n")));
+            } else {
+                let bookmark = json!({"type": "BOOKMARK", "object": {"apiVersion": api_version, "kind": kind,
                         "metadata": {"resourceVersion": state.rv.to_string()}}});
-                    let _ = sender.send(Bytes::from(format!("{bookmark}\n")));
-                    state.watchers.push((collection, sender));
-                }
-                let stream = tokio_stream_from(receiver)
-                    .map(|bytes| Ok::<_, Infallible>(Frame::data(bytes)));
-                Response::builder()
-                    .status(200)
-                    .header("content-type", "application/json")
-                    .body(BodyExt::boxed(StreamBody::new(stream)))
-                    .expect("watch response")
+                let _ = sender.send(Bytes::from(format!("{bookmark}\n")));
+                state.watchers.push((collection, sender));
             }
-            (&Method::GET, None) => {
-                let items: Vec<Value> = state
-                    .objects
-                    .get(&collection)
-                    .map(|m| m.values().cloned().collect())
-                    .unwrap_or_default();
-                respond(
-                    200,
-                    &json!({"apiVersion": api_version, "kind": format!("{kind}List"),
+            let stream =
+                tokio_stream_from(receiver).map(|bytes| Ok::<_, Infallible>(Frame::data(bytes)));
+            Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(BodyExt::boxed(StreamBody::new(stream)))
+                .expect("watch response")
+        }
+        (&Method::GET, None) => {
+            let items: Vec<Value> = state
+                .objects
+                .get(&collection)
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default();
+            respond(
+                200,
+                &json!({"apiVersion": api_version, "kind": format!("{kind}List"),
                     "metadata": {"resourceVersion": state.rv.to_string()}, "items": items}),
-                )
-            }
-            (&Method::GET, Some(name)) => {
-                match state.objects.get(&collection).and_then(|m| m.get(&name)) {
+            )
+        }
+        (&Method::GET, Some(name)) => {
+            let held = state
+                .held_reads
+                .as_ref()
+                .is_some_and(|h| h.collection == collection && h.name == name);
+            let object = state.objects.get(&collection).and_then(|m| m.get(&name));
+            if !held {
+                return match object {
                     Some(object) => respond(200, object),
                     None => not_found(&name),
-                }
-            }
-            (&Method::POST, None) => {
-                let object = body.unwrap_or(Value::Null);
-                let name = object["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                if state
-                    .objects
-                    .get(&collection)
-                    .is_some_and(|m| m.contains_key(&name))
-                {
-                    return respond(
-                        409,
-                        &status(409, "AlreadyExists", &format!("{name} exists")),
-                    );
-                }
-                let object = store(&mut state, &collection, name, object, "ADDED");
-                respond(201, &object)
-            }
-            (&Method::PUT, Some(name)) => {
-                let object = body.unwrap_or(Value::Null);
-                let Some(current) = state
-                    .objects
-                    .get(&collection)
-                    .and_then(|m| m.get(&name))
-                    .cloned()
-                else {
-                    return not_found(&name);
                 };
-                if object["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
-                    return conflict();
-                }
-                let object = store(&mut state, &collection, name, object, "MODIFIED");
-                respond(200, &object)
             }
-            (&Method::PATCH, Some(name)) => {
-                if state.conflicts_on_patch > 0 {
-                    state.conflicts_on_patch -= 1;
-                    return conflict();
-                }
-                let Some(mut object) = state
-                    .objects
-                    .get(&collection)
-                    .and_then(|m| m.get(&name))
-                    .cloned()
-                else {
-                    return not_found(&name);
+            let (code, answer) = match object {
+                Some(object) => (200, object.clone()),
+                None => (404, status(404, "NotFound", &format!("{name} not found"))),
+            };
+            hold_read(state, code, &answer)
+        }
+        (&Method::POST, None) => {
+            let object = body.unwrap_or(Value::Null);
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if state
+                .objects
+                .get(&collection)
+                .is_some_and(|m| m.contains_key(&name))
+            {
+                return respond(
+                    409,
+                    &status(409, "AlreadyExists", &format!("{name} exists")),
+                );
+            }
+            let object = store(state, &collection, name, object, "ADDED");
+            respond(201, &object)
+        }
+        (&Method::PUT, Some(name)) => {
+            let object = body.unwrap_or(Value::Null);
+            let Some(current) = state
+                .objects
+                .get(&collection)
+                .and_then(|m| m.get(&name))
+                .cloned()
+            else {
+                return not_found(&name);
+            };
+            if object["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
+                return conflict();
+            }
+            let object = store(state, &collection, name, object, "MODIFIED");
+            respond(200, &object)
+        }
+        (&Method::PATCH, Some(name)) => {
+            if state.conflicts_on_patch > 0 {
+                state.conflicts_on_patch -= 1;
+                return conflict();
+            }
+            let Some(mut object) = state
+                .objects
+                .get(&collection)
+                .and_then(|m| m.get(&name))
+                .cloned()
+            else {
+                return not_found(&name);
+            };
+            let mut patch = body.unwrap_or(Value::Null);
+            // The status subresource takes only status; the object
+            // everything but status.
+            if is_status {
+                patch = match patch.get("status") {
+                    Some(status) => json!({ "status": status }),
+                    None => json!({}),
                 };
-                let mut patch = body.unwrap_or(Value::Null);
-                // The status subresource takes only status; the object
-                // everything but status.
-                if is_status {
-                    patch = match patch.get("status") {
-                        Some(status) => json!({ "status": status }),
-                        None => json!({}),
-                    };
-                } else if let Value::Object(map) = &mut patch {
-                    map.remove("status");
-                }
-                merge(&mut object, &patch);
-                let object = store(&mut state, &collection, name, object, "MODIFIED");
-                respond(200, &object)
+            } else if let Value::Object(map) = &mut patch {
+                map.remove("status");
             }
-            (method, _) => respond(
-                405,
-                &status(405, "MethodNotAllowed", &format!("{method} {path}")),
-            ),
+            merge(&mut object, &patch);
+            let object = store(state, &collection, name, object, "MODIFIED");
+            respond(200, &object)
+        }
+        (method, _) => respond(
+            405,
+            &status(405, "MethodNotAllowed", &format!("{method} {path}")),
+        ),
+    }
+}
+
+/// A held read: its head now, its body (`answer`) once the last held reader
+/// has asked, when every held body is sent at once.
+fn hold_read(state: &mut State, code: u16, answer: &Value) -> Response<Body> {
+    let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
+    let bytes = Bytes::from(serde_json::to_vec(answer).unwrap_or_default());
+    let all_arrived = state.held_reads.as_mut().is_some_and(|held| {
+        held.waiting.push((sender, bytes));
+        held.waiting.len() >= held.count
+    });
+    if all_arrived {
+        // Sending and then dropping each sender ends that reader's body.
+        for (sender, bytes) in state.held_reads.take().into_iter().flat_map(|h| h.waiting) {
+            let _ = sender.send(bytes);
         }
     }
+    let stream = tokio_stream_from(receiver).map(|bytes| Ok::<_, Infallible>(Frame::data(bytes)));
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header("content-type", "application/json")
+        .body(BodyExt::boxed(StreamBody::new(stream)))
+        .expect("held read response")
 }
 
 /// A write: the next resourceVersion, stored, watchers told; the object.

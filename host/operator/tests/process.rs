@@ -24,6 +24,18 @@ fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
+/// Read a child's pipe to its end on a thread of its own, so a chatty child
+/// never blocks on a full pipe while the test waits on it; the text at the
+/// end.
+fn drain(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let mut pipe = pipe;
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -70,10 +82,14 @@ async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_leas
         .env("IPAM_CACHE_DIR", dir.path().join("cache"))
         .env("IPAM_COMPONENTS_DIR", ipam_tests::components_dir())
         .env("IPAM_LOG", "info")
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("the operator starts");
+    // Drained from the start, each on its own thread: the logs go to stderr,
+    // and stdout is kept for the failure message.
+    let stdout = drain(child.stdout.take().expect("piped stdout"));
+    let stderr = drain(child.stderr.take().expect("piped stderr"));
 
     let mut filled = false;
     for _ in 0..300 {
@@ -85,7 +101,8 @@ async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_leas
             break;
         }
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("the operator exited: {status}");
+            let stderr = stderr.join().unwrap_or_default();
+            panic!("the operator exited: {status}: {stderr}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -126,11 +143,10 @@ async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_leas
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let status = status.expect("the operator stops on SIGTERM");
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
-    assert!(status.success(), "{status}: {stderr}");
+    // The child has exited, so both pipes are at their end.
+    let stderr = stderr.join().expect("the stderr reader");
+    let stdout = stdout.join().expect("the stdout reader");
+    assert!(status.success(), "{status}: {stderr}\nstdout: {stdout}");
     let lease = server.get(LEASES, "ipam-operator").unwrap();
     assert!(
         lease["spec"]["holderIdentity"].is_null(),

@@ -4,25 +4,16 @@
 
 use ipam_tests::fake_apiserver;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use fake_apiserver::{FakeApiServer, CILIUMNODES};
 use serde_json::json;
 
-const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+use crate::support::{free_port, http_get, write_kubeconfig};
 
-fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = std::net::TcpStream::connect(address).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((code, body))
-}
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
 
 /// Read a child's pipe to its end on a thread of its own, so a chatty child
 /// never blocks on a full pipe while the test waits on it; the text at the
@@ -34,13 +25,6 @@ fn drain(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
         let _ = pipe.read_to_end(&mut bytes);
         String::from_utf8_lossy(&bytes).into_owned()
     })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,16 +39,7 @@ async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_leas
     );
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
-             clusters: [{{name: fake, cluster: {{server: 'http://{api}'}}}}]\n\
-             users: [{{name: fake, user: {{token: test}}}}]\n\
-             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n"
-        ),
-    )
-    .unwrap();
+    write_kubeconfig(&kubeconfig, api);
     let listen = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_ipam-operator"))
         .args([

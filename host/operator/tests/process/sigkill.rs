@@ -11,7 +11,7 @@
 //! detached past the leaked-interface GC's grace.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,6 +23,8 @@ use ipam_tests::ec2_proxy::{Ec2Proxy, Moment};
 use ipam_tests::fake_apiserver::{FakeApiServer, CILIUMNODES};
 use ipam_tests::moto::Moto;
 use serde_json::json;
+
+use crate::support::{free_port, http_get, write_kubeconfig};
 
 const NODES: usize = 20;
 /// Kills in a default run; `IPAM_SOAK_KILLS` asks for another number.
@@ -193,30 +195,7 @@ fn kill(mut child: Child) {
 
 /// Whether the operator's /readyz answers 200.
 fn readyz(listen: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(listen) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    if write!(stream, "GET /readyz HTTP/1.0\r\nHost: x\r\n\r\n").is_err() {
-        return false;
-    }
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
-}
-
-fn write_kubeconfig(path: &Path, api: std::net::SocketAddr) {
-    std::fs::write(
-        path,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
-             clusters: [{{name: fake, cluster: {{server: 'http://{api}'}}}}]\n\
-             users: [{{name: fake, user: {{token: test}}}}]\n\
-             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n"
-        ),
-    )
-    .expect("write the kubeconfig");
+    http_get(listen, "/readyz").is_some_and(|(code, _)| code == 200)
 }
 
 fn nodes(server: &FakeApiServer, joined: usize) -> Vec<CiliumNode> {
@@ -316,10 +295,7 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
         "access-key-id: AKIDSOAK\nsecret-access-key: soak-secret\n",
     )
     .unwrap();
-    let listen = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .to_string();
+    let listen = format!("127.0.0.1:{}", free_port());
     let operator = Operator {
         binary: env!("CARGO_BIN_EXE_ipam-operator"),
         args: [

@@ -1,0 +1,7 @@
+//! `ipam-operator run` as a process, against the fake API server served
+//! over HTTP on 127.0.0.1 through a kubeconfig: one test binary, so the
+//! fixtures (and wasmtime, through them) are linked once.
+
+mod lifecycle;
+mod sigkill;
+mod support;

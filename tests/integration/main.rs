@@ -1,7 +1,8 @@
 //! The integration tests: one binary, a module per area, so wasmtime and
 //! kube are linked once. Each needs the components built by `cargo xtask
 //! providers` or a real server the test starts itself (moto, stub servers on
-//! 127.0.0.1, kubectl for the deploy renders); a missing one fails loudly.
+//! 127.0.0.1, kubectl and helm for the deploy renders); a missing one fails
+//! loudly.
 
 mod allocation;
 mod aws_credentials;

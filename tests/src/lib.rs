@@ -1,11 +1,12 @@
 //! Fixtures of the integration tests and benchmarks, one of each: the
 //! components built by `cargo xtask providers`, one provider runtime per
-//! process, provider configs, nodes, engine parts, stub HTTP servers, moto and
-//! a fake Kubernetes API server.
+//! process, provider configs, nodes, engine parts, stub HTTP servers, a
+//! recording proxy, moto and a fake Kubernetes API server.
 
 pub mod ec2_proxy;
 pub mod fake_apiserver;
 pub mod moto;
+pub mod recording_proxy;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -196,4 +197,44 @@ pub async fn aws(settings: String, endpoint: &str) -> WasmProvider {
         .load(&component("aws"), config)
         .await
         .expect("the aws component loads")
+}
+
+/// One request's form parameters (`application/x-www-form-urlencoded`, as
+/// EC2's query protocol sends them), in order.
+pub type FormParams = Vec<(String, String)>;
+
+/// Decode an `application/x-www-form-urlencoded` body: pairs split on `&`
+/// and `=`, `+` as a space, `%XX` escapes as bytes (invalid UTF-8 replaced).
+pub fn form_params(body: &[u8]) -> FormParams {
+    let decode = |text: &str| {
+        let bytes = text.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' if i + 2 < bytes.len() => {
+                    match std::str::from_utf8(&bytes[i + 1..i + 3])
+                        .ok()
+                        .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+                    {
+                        Some(byte) => {
+                            out.push(byte);
+                            i += 3;
+                            continue;
+                        }
+                        None => out.push(b'%'),
+                    }
+                }
+                other => out.push(other),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    String::from_utf8_lossy(body)
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(key, value)| (decode(key), decode(value)))
+        .collect()
 }

@@ -209,8 +209,11 @@ pub fn clippy() -> Result<(), String> {
     Ok(())
 }
 
-/// The guests' own unit tests (address math, faults), run natively: only the
+/// The guests' own unit tests (address math, faults, the SDK's helpers, the
+/// AWS provider's conversions and error mapping), run natively: only the
 /// crates that have them, as the other guests are cdylibs for wasm alone.
+/// The first run builds aws-sdk-ec2 natively (about 9 minutes on 2 cores);
+/// later ones reuse it from the build cache.
 pub fn unit_tests_command() -> Command {
     let mut cargo = Command::new("cargo");
     cargo
@@ -222,6 +225,8 @@ pub fn unit_tests_command() -> Command {
             "mock-provider",
             "--package",
             "ipam-provider-sdk",
+            "--package",
+            "aws-provider",
         ]);
     cargo
 }

@@ -11,11 +11,9 @@ use ipam_provider_sdk::{
 };
 
 use crate::convert;
-use crate::errors::{from_sdk, is_device_index_taken, is_not_assigned};
+use crate::errors::{from_sdk, is_not_assigned};
 use crate::Ec2;
 
-/// Device indexes tried after the requested one is found taken.
-const INDEX_ATTEMPTS: u32 = 4;
 /// How long a detach is waited for, polling once a second.
 const DETACH_POLLS: u32 = 15;
 
@@ -33,15 +31,26 @@ impl Ec2 {
                 "use-prefixes with an ipv4-count of 0".to_string(),
             ));
         }
+        // Refused before anything is created: EC2 would refuse the attach
+        // anyway, and an interface made for nothing costs a delete.
+        if let Some(holder) = self
+            .holder_of_device_index(&request.instance_id, request.index)
+            .await?
+        {
+            return Err(Error::Conflict(format!(
+                "device index {} of {} is taken by {holder}",
+                request.index, request.instance_id
+            )));
+        }
         let created = self.create_detached(&request).await?;
         let id = created.id.clone();
-        let attachment = match self.attach(&id, &request).await {
-            Ok(attachment) => attachment,
+        let attachment_id = match self.attach(&id, &request).await {
+            Ok(attachment_id) => attachment_id,
             Err(error) => return Err(self.discard(&id, None, error).await),
         };
         if request.delete_on_termination {
             let changes = NetworkInterfaceAttachmentChanges::builder()
-                .attachment_id(&attachment.id)
+                .attachment_id(&attachment_id)
                 .delete_on_termination(true)
                 .build();
             let modified = self
@@ -53,11 +62,11 @@ impl Ec2 {
                 .await;
             if let Err(error) = modified {
                 let error = from_sdk("ModifyNetworkInterfaceAttribute", error);
-                return Err(self.discard(&id, Some(&attachment.id), error).await);
+                return Err(self.discard(&id, Some(&attachment_id), error).await);
             }
         }
         Ok(NetworkInterface {
-            index: attachment.index,
+            index: request.index,
             instance_id: Some(request.instance_id),
             ..created
         })
@@ -108,51 +117,26 @@ impl Ec2 {
         convert::interface(eni)
     }
 
-    /// AttachNetworkInterface on network card 0 at the requested index, or
-    /// the next ones when EC2 says an index is taken.
-    async fn attach(
-        &self,
-        id: &str,
-        request: &CreateInterfaceRequest,
-    ) -> Result<Attachment, Error> {
-        let mut index = request.index;
-        loop {
-            let device_index = i32::try_from(index)
-                .map_err(|_| Error::InvalidArgument(format!("device index {index}")))?;
-            let answer = self
-                .client
-                .attach_network_interface()
-                .network_interface_id(id)
-                .instance_id(&request.instance_id)
-                .device_index(device_index)
-                .network_card_index(0)
-                .send()
-                .await;
-            match answer {
-                Ok(answer) => {
-                    let attachment_id = answer.attachment_id().ok_or_else(|| {
-                        Error::Other("AttachNetworkInterface answered without an id".into())
-                    })?;
-                    return Ok(Attachment {
-                        id: attachment_id.to_string(),
-                        index,
-                    });
-                }
-                Err(error) => match from_sdk("AttachNetworkInterface", error) {
-                    Error::Conflict(why)
-                        if is_device_index_taken(&why)
-                            && index < request.index + INDEX_ATTEMPTS =>
-                    {
-                        log(
-                            LogLevel::Info,
-                            &format!("device index {index} taken, trying the next: {why}"),
-                        );
-                        index += 1;
-                    }
-                    other => return Err(other),
-                },
-            }
-        }
+    /// AttachNetworkInterface on network card 0 at the requested index; the
+    /// attachment's id. The engine picks the index; EC2 refusing it as taken
+    /// is `conflict`, and the engine reads the instance again and picks anew.
+    async fn attach(&self, id: &str, request: &CreateInterfaceRequest) -> Result<String, Error> {
+        let device_index = i32::try_from(request.index)
+            .map_err(|_| Error::InvalidArgument(format!("device index {}", request.index)))?;
+        let answer = self
+            .client
+            .attach_network_interface()
+            .network_interface_id(id)
+            .instance_id(&request.instance_id)
+            .device_index(device_index)
+            .network_card_index(0)
+            .send()
+            .await
+            .map_err(|e| from_sdk("AttachNetworkInterface", e))?;
+        let attachment_id = answer
+            .attachment_id()
+            .ok_or_else(|| Error::Other("AttachNetworkInterface answered without an id".into()))?;
+        Ok(attachment_id.to_string())
     }
 
     /// Delete an interface this call created and return the error that made
@@ -245,18 +229,7 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| from_sdk("AssignPrivateIpAddresses", e))?;
-        Ok(Assigned {
-            addresses: answer
-                .assigned_private_ip_addresses()
-                .iter()
-                .filter_map(|a| a.private_ip_address().map(str::to_string))
-                .collect(),
-            prefixes: answer
-                .assigned_ipv4_prefixes()
-                .iter()
-                .filter_map(|p| p.ipv4_prefix().map(str::to_string))
-                .collect(),
-        })
+        convert::assigned(&answer, request)
     }
 
     /// UnassignPrivateIpAddresses for the addresses, then for the prefixes
@@ -320,9 +293,4 @@ impl Ec2 {
             .map(drop)
             .map_err(|e| from_sdk("UnassignPrivateIpAddresses", e))
     }
-}
-
-struct Attachment {
-    id: String,
-    index: u32,
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_ec2::types::{Filter, InstanceTypeHypervisor};
+use aws_sdk_ec2::types::Filter;
 use aws_smithy_async::future::pagination_stream::PaginationStream;
 use ipam_provider_sdk::{
     Error, Instance, Limits, NetworkInterface, SecurityGroup, Subnet, Tag, Vpc,
@@ -239,6 +239,39 @@ impl Ec2 {
         Ok(found.into_iter().find(|(i, _)| i.id == id))
     }
 
+    /// The id of the interface at this device index of the instance's
+    /// network card 0, if one is there (attached, attaching or detaching).
+    pub async fn holder_of_device_index(
+        &self,
+        instance_id: &str,
+        index: u32,
+    ) -> Result<Option<String>, Error> {
+        let pages = self
+            .client
+            .describe_network_interfaces()
+            .set_filters(Some(vec![filter("attachment.instance-id", [instance_id])]))
+            .max_results(self.settings.page_size)
+            .into_paginator()
+            .send();
+        let mut holder = None;
+        each_page("DescribeNetworkInterfaces", pages, |page| {
+            if holder.is_none() {
+                holder = page
+                    .network_interfaces()
+                    .iter()
+                    .find(|eni| convert::holds_device_index(eni, index))
+                    .map(|eni| {
+                        eni.network_interface_id()
+                            .unwrap_or("an interface EC2 gave no id")
+                            .to_string()
+                    });
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(holder)
+    }
+
     pub async fn detached_interfaces(&self, tags: &[Tag]) -> Result<Vec<NetworkInterface>, Error> {
         let mut filters = vec![filter("status", ["available"])];
         filters.extend(self.vpc_filter());
@@ -264,33 +297,38 @@ impl Ec2 {
             .iter()
             .find(|t| t.instance_type().map(|t| t.as_str()) == Some(instance_type))
             .ok_or_else(|| Error::NotFound(format!("instance type {instance_type}")))?;
-        let network = info
-            .network_info()
-            .ok_or_else(|| Error::Other(format!("EC2 gave no network info for {instance_type}")))?;
-        let card_zero = network
-            .network_cards()
+        convert::limits(instance_type, info)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_carries_its_name_and_every_value() {
+        let built = filter("instance-state-name", ["pending", "running"]);
+        assert_eq!(built.name(), Some("instance-state-name"));
+        assert_eq!(built.values(), ["pending", "running"]);
+    }
+
+    #[test]
+    fn tag_filters_are_one_tag_filter_per_tag() {
+        let tags = BTreeMap::from([
+            ("ipam".to_string(), "pods".to_string()),
+            ("team".to_string(), "network".to_string()),
+        ]);
+        let filters: Vec<Filter> = tag_filters(&tags).collect();
+        let named: Vec<(&str, &[String])> = filters
             .iter()
-            .find(|c| c.network_card_index() == Some(0))
-            .and_then(|c| c.maximum_network_interfaces());
-        let count = |n: Option<i32>, what: &str| {
-            n.and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| Error::Other(format!("EC2 gave no {what} for {instance_type}")))
-        };
-        Ok(Limits {
-            max_interfaces: count(
-                card_zero.or(network.maximum_network_interfaces()),
-                "maximum interfaces",
-            )?,
-            ipv4_per_interface: count(
-                network.ipv4_addresses_per_interface(),
-                "IPv4 addresses per interface",
-            )?,
-            // Types without IPv6 leave it out.
-            ipv6_per_interface: network
-                .ipv6_addresses_per_interface()
-                .and_then(|n| u32::try_from(n).ok())
-                .unwrap_or(0),
-            prefix_delegation: info.hypervisor() == Some(&InstanceTypeHypervisor::Nitro),
-        })
+            .map(|f| (f.name().unwrap_or_default(), f.values()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("tag:ipam", &["pods".to_string()][..]),
+                ("tag:team", &["network".to_string()][..]),
+            ]
+        );
     }
 }

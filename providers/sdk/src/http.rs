@@ -147,3 +147,139 @@ fn request_error(code: ErrorCode) -> Error {
 fn host_error(what: &str) -> Error {
     Error::Other(format!("wasi:http: {what}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scheme_name(scheme: &Scheme) -> &str {
+        match scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+            Scheme::Other(other) => other,
+        }
+    }
+
+    fn split(url: &str) -> (String, String, String) {
+        let (scheme, authority, path) = split_url(url).expect("a valid URL");
+        (scheme_name(&scheme).into(), authority.into(), path.into())
+    }
+
+    fn parts<'a>(scheme: &'a str, authority: &'a str, path: &'a str) -> (String, String, String) {
+        (scheme.into(), authority.into(), path.into())
+    }
+
+    #[test]
+    fn a_url_splits_into_scheme_authority_and_path_with_query() {
+        assert_eq!(
+            split("https://ec2.us-east-1.amazonaws.com/"),
+            parts("https", "ec2.us-east-1.amazonaws.com", "/")
+        );
+        assert_eq!(
+            split("http://127.0.0.1:8080/v1/subnets?page=2"),
+            parts("http", "127.0.0.1:8080", "/v1/subnets?page=2")
+        );
+        assert_eq!(
+            split("https://metadata.local?x=1"),
+            parts("https", "metadata.local", "?x=1")
+        );
+    }
+
+    #[test]
+    fn a_url_without_a_path_asks_for_the_root() {
+        assert_eq!(
+            split("http://127.0.0.1:9000"),
+            parts("http", "127.0.0.1:9000", "/")
+        );
+    }
+
+    #[test]
+    fn only_http_and_https_urls_with_a_host_are_accepted() {
+        for (url, says) in [
+            ("ftp://example.com/", "only http and https"),
+            ("example.com/path", "only http and https"),
+            ("HTTP://example.com/", "only http and https"),
+            ("https://", "no host"),
+            ("http:///path", "no host"),
+        ] {
+            match split_url(url) {
+                Err(Error::InvalidArgument(text)) => {
+                    assert!(
+                        text.starts_with(url) && text.contains(says),
+                        "{url}: {text}"
+                    )
+                }
+                Err(other) => panic!("{url}: expected invalid-argument, got {other:?}"),
+                Ok((scheme, authority, path)) => panic!(
+                    "{url} was accepted as {} {authority} {path}",
+                    scheme_name(&scheme)
+                ),
+            }
+        }
+    }
+
+    fn method_name(method: &Method) -> String {
+        match method {
+            Method::Get => "GET".into(),
+            Method::Head => "HEAD".into(),
+            Method::Post => "POST".into(),
+            Method::Put => "PUT".into(),
+            Method::Delete => "DELETE".into(),
+            Method::Connect => "CONNECT".into(),
+            Method::Options => "OPTIONS".into(),
+            Method::Trace => "TRACE".into(),
+            Method::Patch => "PATCH".into(),
+            Method::Other(other) => format!("other {other}"),
+        }
+    }
+
+    #[test]
+    fn methods_are_wasi_http_methods_whatever_their_case() {
+        for (given, want) in [
+            ("GET", "GET"),
+            ("get", "GET"),
+            ("Head", "HEAD"),
+            ("post", "POST"),
+            ("PUT", "PUT"),
+            ("delete", "DELETE"),
+            ("PATCH", "PATCH"),
+            ("options", "OPTIONS"),
+            ("propfind", "other PROPFIND"),
+        ] {
+            assert_eq!(method_name(&method_of(given)), want, "{given}");
+        }
+    }
+
+    #[test]
+    fn a_request_the_egress_policy_denied_is_unauthorized() {
+        match request_error(ErrorCode::HttpRequestDenied) {
+            Error::Unauthorized(text) => assert!(text.contains("egress policy"), "{text}"),
+            other => panic!("expected unauthorized, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn other_request_failures_are_transient_and_say_which() {
+        for (code, says) in [
+            (ErrorCode::ConnectionRefused, "ConnectionRefused"),
+            (ErrorCode::ConnectionTimeout, "ConnectionTimeout"),
+            (ErrorCode::HttpResponseIncomplete, "HttpResponseIncomplete"),
+        ] {
+            match request_error(code) {
+                Error::Transient(text) => assert!(
+                    text.starts_with("HTTP request failed") && text.contains(says),
+                    "{text}"
+                ),
+                other => panic!("{says}: expected transient, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_host_misbehaving_is_other_and_says_wasi_http() {
+        match host_error("body stream taken twice") {
+            Error::Other(text) => assert_eq!(text, "wasi:http: body stream taken twice"),
+            other => panic!("expected other, got {other:?}"),
+        }
+    }
+}

@@ -53,3 +53,101 @@ pub trait Provider: Default + 'static {
 pub fn unsupported(operation: &str) -> Error {
     Error::InvalidArgument(format!("{operation} is not supported by this provider"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Capabilities;
+
+    /// A provider with the required operations only.
+    #[derive(Default)]
+    struct ReadOnly;
+
+    impl Provider for ReadOnly {
+        fn info() -> ProviderInfo {
+            ProviderInfo {
+                name: "read-only".into(),
+                version: "0.1.0".into(),
+                capabilities: Capabilities {
+                    create_interface: false,
+                    release: false,
+                    prefixes: false,
+                    delete_interface: false,
+                },
+                max_concurrency: 1,
+            }
+        }
+        fn configure(&mut self, _settings: &str) -> Result<(), Error> {
+            Ok(())
+        }
+        fn get_vpcs(&mut self) -> Result<Vec<Vpc>, Error> {
+            Ok(Vec::new())
+        }
+        fn get_subnets(&mut self) -> Result<Vec<Subnet>, Error> {
+            Ok(Vec::new())
+        }
+        fn get_security_groups(&mut self) -> Result<Vec<SecurityGroup>, Error> {
+            Ok(Vec::new())
+        }
+        fn get_instances(&mut self, _ids: &[String]) -> Result<Vec<Instance>, Error> {
+            Ok(Vec::new())
+        }
+        fn get_instance_limits(&mut self, instance_type: &str) -> Result<Limits, Error> {
+            Err(Error::NotFound(instance_type.to_string()))
+        }
+    }
+
+    /// The text of an invalid-argument error; any other result fails.
+    fn refused<T: std::fmt::Debug>(result: Result<T, Error>) -> String {
+        match result {
+            Err(Error::InvalidArgument(text)) => text,
+            other => panic!("expected invalid-argument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unsupported_names_the_operation() {
+        assert_eq!(
+            refused::<()>(Err(unsupported("assign-ips"))),
+            "assign-ips is not supported by this provider"
+        );
+    }
+
+    #[test]
+    fn mutating_operations_left_out_are_unsupported_and_say_which() {
+        let mut provider = ReadOnly;
+        let request = CreateInterfaceRequest {
+            instance_id: "i-1".into(),
+            index: 1,
+            subnet_id: "subnet-1".into(),
+            security_groups: Vec::new(),
+            description: String::new(),
+            tags: Vec::new(),
+            delete_on_termination: true,
+            ipv4_count: 1,
+            use_prefixes: false,
+        };
+        assert!(refused(provider.create_interface(request)).starts_with("create-interface "));
+        assert!(refused(provider.delete_interface("eni-1")).starts_with("delete-interface "));
+        assert!(
+            refused(provider.assign_ips("eni-1", IpRequest::Addresses(1)))
+                .starts_with("assign-ips ")
+        );
+        assert!(
+            refused(provider.unassign_ips("eni-1", &["10.0.0.5".into()], &[]))
+                .starts_with("unassign-ips ")
+        );
+    }
+
+    #[test]
+    fn a_provider_that_creates_nothing_has_no_detached_interfaces() {
+        let tags = [Tag {
+            key: "ipam-operator/cluster".into(),
+            value: "test".into(),
+        }];
+        match ReadOnly.get_detached_interfaces(&tags) {
+            Ok(found) => assert!(found.is_empty(), "{found:?}"),
+            Err(error) => panic!("expected none, got {error:?}"),
+        }
+    }
+}

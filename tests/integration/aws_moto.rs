@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::moto::{Moto, Seeded};
-use common::recording_proxy::RecordingProxy;
+use common::ec2_proxy::Ec2Proxy;
 use ipam_cloud::{CloudApi, CloudError, CreateInterfaceRequest, IpRequest, Tag};
 
 /// The WIT error case (or what the host did) of a failed call.
@@ -19,14 +19,6 @@ fn code<T: std::fmt::Debug>(result: &Result<T, CloudError>) -> &'static str {
         Ok(value) => panic!("expected an error, got {value:?}"),
         Err(error) => error.response_code(),
     }
-}
-
-/// A form parameter of a request the proxy recorded.
-fn param<'a>(request: &'a common::FormParams, name: &str) -> Option<&'a str> {
-    request
-        .iter()
-        .find(|(key, _)| key == name)
-        .map(|(_, value)| value.as_str())
 }
 
 fn ownership(node: &str) -> Vec<Tag> {
@@ -174,7 +166,7 @@ async fn interfaces_are_created_filled_drained_and_deleted_in_moto() {
     let seeded = moto.seed();
     // Through a proxy that records the requests: moto ignores parameters it
     // does not model, so only the request shows they were sent.
-    let proxy = RecordingProxy::start(moto.address).await;
+    let proxy = Ec2Proxy::start(&moto.endpoint).await;
     let aws = common::aws(pod_settings_via(&moto, &proxy.endpoint), &proxy.endpoint).await;
     let node = seeded.instances[0].clone();
 
@@ -250,15 +242,12 @@ async fn interfaces_are_created_filled_drained_and_deleted_in_moto() {
     let sent = requests
         .iter()
         .rev()
-        .find(|r| param(r, "Action") == Some("AssignPrivateIpAddresses"))
+        .find(|r| r.action == "AssignPrivateIpAddresses")
         .expect("the proxy saw AssignPrivateIpAddresses");
-    assert_eq!(param(sent, "NetworkInterfaceId"), Some(eni.id.as_str()));
-    assert_eq!(param(sent, "Ipv4PrefixCount"), Some("1"), "{sent:?}");
-    assert_eq!(
-        param(sent, "SecondaryPrivateIpAddressCount"),
-        None,
-        "{sent:?}"
-    );
+    let param = |name: &str| sent.params.get(name).map(String::as_str);
+    assert_eq!(param("NetworkInterfaceId"), Some(eni.id.as_str()));
+    assert_eq!(param("Ipv4PrefixCount"), Some("1"), "{sent:?}");
+    assert_eq!(param("SecondaryPrivateIpAddressCount"), None, "{sent:?}");
 
     let release = filled.addresses[..2].to_vec();
     aws.unassign_ips(&eni.id, &release, &[])

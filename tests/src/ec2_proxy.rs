@@ -1,6 +1,8 @@
 //! An HTTP proxy on 127.0.0.1 between an EC2 client (the AWS provider) and
 //! an EC2 endpoint (moto): it records each request's `Action` and
-//! parameters, and can spring a trap on a chosen action at a chosen moment,
+//! parameters (moto accepts parameters it does not model and answers as if
+//! they were absent: only the request shows they were sent), and can spring
+//! a trap on a chosen action at a chosen moment,
 //! telling the test, which then kills the client:
 //! - [`Moment::Before`]: the request never reaches the cloud;
 //! - [`Moment::After`]: the cloud did it, and the answer is held, so the
@@ -20,6 +22,8 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
+
+use crate::form_params;
 
 /// One EC2 Query request as the proxy saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,41 +58,6 @@ pub struct Ec2Proxy {
     /// The proxy's URL, for the provider's `endpoint` and egress allow-list.
     pub endpoint: String,
     state: Arc<Mutex<State>>,
-}
-
-/// `application/x-www-form-urlencoded` pairs, percent- and plus-decoded.
-fn form(body: &[u8]) -> BTreeMap<String, String> {
-    let decode = |s: &str| -> String {
-        let s = s.replace('+', " ");
-        let bytes = s.as_bytes();
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut i = 0;
-        while i < bytes.len() {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            match (bytes[i], hex) {
-                (b'%', Some(byte)) => {
-                    out.push(byte);
-                    i += 3;
-                }
-                (byte, _) => {
-                    out.push(byte);
-                    i += 1;
-                }
-            }
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    };
-    String::from_utf8_lossy(body)
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(key), decode(value))
-        })
-        .collect()
 }
 
 fn bad_gateway(why: String) -> Response<Full<Bytes>> {
@@ -208,7 +177,7 @@ impl Ec2Proxy {
             Ok(body) => body.to_bytes(),
             Err(error) => return bad_gateway(format!("reading the request: {error}")),
         };
-        let mut params = form(&body);
+        let mut params: BTreeMap<String, String> = form_params(&body).into_iter().collect();
         let action = params.remove("Action").unwrap_or_default();
         self.with(|s| {
             s.requests.push(Ec2Request {

@@ -6,7 +6,6 @@
 pub mod ec2_proxy;
 pub mod fake_apiserver;
 pub mod moto;
-pub mod recording_proxy;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

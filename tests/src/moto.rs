@@ -21,8 +21,6 @@ pub struct Seeded {
 
 pub struct Moto {
     child: Child,
-    /// Where it listens, for a proxy in front of it.
-    pub address: SocketAddr,
     pub endpoint: String,
 }
 
@@ -77,7 +75,6 @@ impl Moto {
         drop(child.stderr.take());
         Moto {
             child,
-            address,
             endpoint: format!("http://{address}"),
         }
     }

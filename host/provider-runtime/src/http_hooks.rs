@@ -149,7 +149,7 @@ mod tests {
 
         let origin = format!("https://api.test:{port}");
         let mut hooks = EgressHooks {
-            policy: Arc::new(EgressPolicy::new(&[origin.clone()]).unwrap()),
+            policy: Arc::new(EgressPolicy::new(std::slice::from_ref(&origin)).unwrap()),
             resolver: Arc::new(StaticResolver(
                 [("api.test".to_string(), vec!["127.0.0.1".parse().unwrap()])].into(),
             )),

@@ -227,3 +227,26 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_egress_ca_file_without_a_certificate_stops_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, "not a certificate\n").unwrap();
+        let error = load_config("mock", None, &[], Some(&path), None, CallLimits::default())
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(
+                error.downcast_ref::<ipam_provider_runtime::TrustError>(),
+                Some(ipam_provider_runtime::TrustError::Empty { .. })
+            ),
+            "{error:#}"
+        );
+        assert!(error.to_string().contains("ca.pem"), "{error:#}");
+    }
+}

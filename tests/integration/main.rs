@@ -9,6 +9,7 @@ mod aws_credentials;
 mod aws_ec2_stub;
 mod aws_moto;
 mod deploy;
+mod egress_tls;
 mod engine;
 mod guest_logs;
 mod kubernetes;

@@ -4,6 +4,7 @@
 use ipam_tests as common;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use common::{component, config, runtime};
 use ipam_cloud::credentials::{Credentials, StaticCredentials};
@@ -11,7 +12,9 @@ use ipam_cloud::{CloudApi, CloudError, ProviderError};
 use ipam_provider_module::ModuleError;
 use ipam_provider_runtime::egress::EgressError;
 use ipam_provider_runtime::resolve::StaticResolver;
-use ipam_provider_runtime::{LoadError, ProviderConfig, WasmProvider};
+use ipam_provider_runtime::{
+    LoadError, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn misbehave(
@@ -62,7 +65,7 @@ async fn trap_is_reported_with_the_guest_panic_and_the_instance_replaced() {
 #[tokio::test]
 async fn an_endless_loop_times_out() {
     let provider = misbehave(serde_json::json!({"mode": "loop"}), |c| {
-        c.limits.timeout = std::time::Duration::from_millis(300)
+        c.limits.timeout = Duration::from_millis(300)
     })
     .await;
     assert!(
@@ -156,6 +159,71 @@ async fn one_response_server() -> (u16, tokio::task::JoinHandle<String>) {
         String::from_utf8_lossy(&buffer[..n]).to_string()
     });
     (port, server)
+}
+
+/// A server on 127.0.0.1 that accepts one connection, reads the request,
+/// hands it over and never answers; the connection stays open until the
+/// returned task is aborted.
+async fn silent_server() -> (
+    u16,
+    tokio::sync::oneshot::Receiver<String>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (read, request) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buffer = vec![0u8; 4096];
+        let n = socket.read(&mut buffer).await.unwrap();
+        let _ = read.send(String::from_utf8_lossy(&buffer[..n]).to_string());
+        std::future::pending::<()>().await;
+        drop(socket);
+    });
+    (port, request, server)
+}
+
+#[tokio::test]
+async fn a_guest_blocked_on_a_server_that_never_answers_is_stopped_by_the_call_deadline() {
+    let (port, request, server) = silent_server().await;
+    let limit = Duration::from_secs(1);
+    let settings =
+        serde_json::json!({"mode": "fetch", "url": format!("http://127.0.0.1:{port}/hang")});
+    let provider = misbehave(settings, |c| {
+        c.egress = vec![format!("http://127.0.0.1:{port}")];
+        c.limits.timeout = limit;
+    })
+    .await;
+    let created = provider.instances_created();
+    let started = Instant::now();
+    let outcome = provider.get_vpcs().await;
+    let took = started.elapsed();
+    match outcome {
+        Err(CloudError::Timeout {
+            operation: "get-vpcs",
+            limit: reported,
+            ..
+        }) => assert_eq!(reported, limit),
+        other => panic!("expected the call's deadline, got {other:?}"),
+    }
+    // The pinned sender would give up on its own only after 30 s without a
+    // first byte: ending well before that means the call's deadline did it.
+    assert!(
+        took < Duration::from_secs(15),
+        "the call ended only after {took:?}"
+    );
+    let request = request.await.expect("the server read a request");
+    assert!(
+        request.starts_with("GET /hang HTTP/1.1"),
+        "the guest was waiting on the answer, not on the connection: {request}"
+    );
+    still_serves(&provider).await;
+    assert_eq!(
+        provider.instances_created(),
+        created + 1,
+        "the stopped instance was replaced by a fresh one"
+    );
+    server.abort();
 }
 
 #[tokio::test]
@@ -273,8 +341,15 @@ async fn mock_serves_a_call() {
 
 #[tokio::test]
 async fn a_module_for_an_unknown_wit_version_is_refused_before_compiling() {
-    let before = runtime().compiles();
-    let error = runtime()
+    // A runtime of this test's own, so that no other test's compiles (they
+    // share `runtime()` and run in parallel) land on the counter read here;
+    // without a disk cache, any compile of this module would be counted.
+    let runtime = ProviderRuntime::new(RuntimeConfig {
+        cache_dir: None,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime");
+    let error = runtime
         .load(&component("future-wit"), config("{}"))
         .await
         .unwrap_err();
@@ -287,7 +362,12 @@ async fn a_module_for_an_unknown_wit_version_is_refused_before_compiling() {
         message.contains("0.9.0") && message.contains("0.1.0"),
         "names both versions: {message}"
     );
-    assert_eq!(runtime().compiles(), before, "nothing was compiled");
+    assert_eq!(runtime.compiles(), 0, "nothing was compiled");
+    // The counter does count on this runtime: a served module is compiled.
+    runtime
+        .prepare(&component("misbehave"))
+        .expect("misbehave is prepared");
+    assert_eq!(runtime.compiles(), 1);
     mock_serves_a_call().await;
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ipam_cloud::credentials::{CredentialSource, StaticCredentials};
+use ipam_http_client::TrustRoots;
 
 use crate::resolve::{Resolver, SystemResolver};
 
@@ -35,18 +36,22 @@ pub struct ProviderConfig {
     pub egress: Vec<String>,
     /// How egress host names are resolved (checked, then connected to).
     pub resolver: Arc<dyn Resolver>,
+    /// What an https server's certificate must chain to: the webpki roots,
+    /// plus the operator's extra CAs where a cloud endpoint has a private one.
+    pub trust: TrustRoots,
     pub credentials: Arc<dyn CredentialSource>,
     pub limits: CallLimits,
 }
 
 impl ProviderConfig {
-    /// These settings, no egress, the system resolver, no credentials, the
-    /// default limits.
+    /// These settings, no egress, the system resolver, the webpki roots, no
+    /// credentials, the default limits.
     pub fn new(settings: impl Into<String>) -> Self {
         Self {
             settings: settings.into(),
             egress: Vec::new(),
             resolver: Arc::new(SystemResolver),
+            trust: TrustRoots::webpki(),
             credentials: Arc::new(StaticCredentials::default()),
             limits: CallLimits::default(),
         }

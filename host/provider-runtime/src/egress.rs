@@ -2,7 +2,8 @@
 //! only to origins on its allow-list (scheme://host[:port]), and never to a
 //! link-local or cloud-metadata address, whatever name led there. The check
 //! runs twice: on the URL the guest asked for, and on every address its host
-//! name resolves to.
+//! name resolves to. An https server whose certificate does not verify is
+//! refused as well ([`EgressError::UntrustedCertificate`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -30,6 +31,10 @@ pub enum EgressError {
     ForbiddenAddress { address: IpAddr, why: &'static str },
     #[error("resolving {host}: {message}")]
     Resolution { host: String, message: String },
+    /// The server's certificate did not verify for the name the guest used
+    /// against the trusted roots; nothing was sent to it.
+    #[error("the TLS certificate of {host} was refused: {message}")]
+    UntrustedCertificate { host: String, message: String },
 }
 
 fn default_port(scheme: &str) -> Option<u16> {

@@ -21,6 +21,7 @@ mod wit;
 
 pub use compile_cache::Origin as ModuleOrigin;
 pub use config::{CallLimits, ProviderConfig};
+pub use ipam_http_client::{TrustError, TrustRoots};
 pub use prepared::PreparedModule;
 pub use runtime::{default_cache_dir, LoadError, ProviderRuntime, RuntimeConfig};
 pub use wasm_provider::WasmProvider;

@@ -1,6 +1,6 @@
 //! Sends a guest's HTTP request over a connection to an address the egress
 //! policy already checked (TLS, when asked, still verifies the certificate for
-//! the host name the guest used).
+//! the host name the guest used, against the provider's trust roots).
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -13,6 +13,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
+
+use ipam_http_client::TrustRoots;
+use tokio_rustls::rustls;
 
 use crate::egress::Origin;
 
@@ -32,12 +35,42 @@ async fn connect(addresses: &[IpAddr], port: u16) -> Result<TcpStream, Error> {
     Err(last.map_or(Error::DestinationNotFound, Error::Connect))
 }
 
+/// Why a request was not answered.
+pub enum SendError {
+    /// The server's certificate did not verify: the handshake was abandoned
+    /// before any of the request was sent. Kept apart so the hook can report
+    /// it as a refusal rather than as a network failure.
+    Certificate(String),
+    Http(Error),
+}
+
+impl From<Error> for SendError {
+    fn from(error: Error) -> Self {
+        SendError::Http(error)
+    }
+}
+
+/// A failed TLS handshake: a certificate the roots do not vouch for (or that
+/// names another host), or any other TLS failure.
+fn tls_failure(error: std::io::Error) -> SendError {
+    match error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(invalid @ rustls::Error::InvalidCertificate(_)) => {
+            SendError::Certificate(invalid.to_string())
+        }
+        _ => SendError::Http(Error::Tls(error)),
+    }
+}
+
 pub async fn send(
     request: http::Request<WasiBody>,
     origin: &Origin,
     addresses: &[IpAddr],
     options: Option<RequestOptions>,
-) -> Result<(http::Response<WasiBody>, ConnectionTask), Error> {
+    roots: &TrustRoots,
+) -> Result<(http::Response<WasiBody>, ConnectionTask), SendError> {
     let connect_timeout = options
         .and_then(|o| o.connect_timeout)
         .unwrap_or(DEFAULT_TIMEOUT);
@@ -49,19 +82,18 @@ pub async fn send(
         .map_err(|_| Error::ConnectionTimeout)??;
     if origin.scheme == "https" {
         let name = match origin.host.parse::<IpAddr>() {
-            Ok(ip) => tokio_rustls::rustls::pki_types::ServerName::from(ip),
-            Err(_) => tokio_rustls::rustls::pki_types::ServerName::try_from(origin.host.clone())?,
+            Ok(ip) => rustls::pki_types::ServerName::from(ip),
+            Err(_) => {
+                rustls::pki_types::ServerName::try_from(origin.host.clone()).map_err(Error::from)?
+            }
         };
-        let tls = tokio::time::timeout(
-            connect_timeout,
-            ipam_http_client::tls_connector().connect(name, tcp),
-        )
-        .await
-        .map_err(|_| Error::ConnectionTimeout)?
-        .map_err(Error::Tls)?;
-        exchange(request, tls, first_byte_timeout).await
+        let tls = tokio::time::timeout(connect_timeout, roots.connector().connect(name, tcp))
+            .await
+            .map_err(|_| Error::ConnectionTimeout)?
+            .map_err(tls_failure)?;
+        Ok(exchange(request, tls, first_byte_timeout).await?)
     } else {
-        exchange(request, tcp, first_byte_timeout).await
+        Ok(exchange(request, tcp, first_byte_timeout).await?)
     }
 }
 

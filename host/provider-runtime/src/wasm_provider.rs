@@ -17,6 +17,7 @@ use ipam_cloud::{
     Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
     NetworkInterface, Operation, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
+use ipam_http_client::TrustRoots;
 use ipam_provider_module::ModuleInfo;
 
 use crate::config::{CallLimits, ProviderConfig};
@@ -63,6 +64,7 @@ pub struct WasmProvider {
     settings: String,
     egress: Arc<EgressPolicy>,
     resolver: Arc<dyn Resolver>,
+    trust: TrustRoots,
     credentials: Arc<dyn CredentialSource>,
     limits: CallLimits,
     epoch_ticks: u64,
@@ -97,6 +99,7 @@ impl WasmProvider {
             settings: config.settings,
             egress: Arc::new(egress),
             resolver: config.resolver,
+            trust: config.trust,
             credentials: config.credentials,
             limits: config.limits,
             epoch_ticks,
@@ -204,6 +207,7 @@ impl WasmProvider {
         let hooks = EgressHooks {
             policy: self.egress.clone(),
             resolver: self.resolver.clone(),
+            roots: self.trust.clone(),
             denials: DenialLog::default(),
         };
         let state = StoreState::new(

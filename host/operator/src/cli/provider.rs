@@ -12,7 +12,7 @@ use ipam_cloud::conformance;
 use ipam_cloud::credentials::{Credentials, StaticCredentials};
 use ipam_provider_runtime::oci::{self, OciReference};
 use ipam_provider_runtime::{
-    default_cache_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig,
+    default_cache_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, TrustRoots,
 };
 
 use crate::modules::{resolve_module, search_path};
@@ -50,6 +50,10 @@ pub struct RunArgs {
     /// An origin the provider may reach (scheme://host[:port]); repeatable.
     #[arg(long = "allow-egress", value_name = "ORIGIN")]
     egress: Vec<String>,
+    /// PEM CA certificates trusted for the provider's https egress, besides
+    /// the webpki roots (an endpoint with a private CA).
+    #[arg(long, value_name = "FILE")]
+    egress_ca_file: Option<PathBuf>,
     /// Credentials handed to the provider: a YAML or JSON map of strings.
     #[arg(long, value_name = "FILE")]
     credentials: Option<PathBuf>,
@@ -76,6 +80,7 @@ fn provider_config(module: &str, args: &RunArgs) -> anyhow::Result<ProviderConfi
         module,
         args.config.as_deref(),
         &args.egress,
+        args.egress_ca_file.as_deref(),
         args.credentials.as_deref(),
         CallLimits {
             timeout: Duration::from_millis(args.timeout_ms),
@@ -85,12 +90,14 @@ fn provider_config(module: &str, args: &RunArgs) -> anyhow::Result<ProviderConfi
 }
 
 /// A provider's configuration from its settings file (YAML or JSON; the
-/// mock's embedded default when it has none), egress allow-list, credentials
-/// file (a map of strings) and call limits.
+/// mock's embedded default when it has none), egress allow-list, extra CA
+/// file for its https egress, credentials file (a map of strings) and call
+/// limits.
 pub(super) fn load_config(
     module: &str,
     settings: Option<&Path>,
     egress: &[String],
+    egress_ca: Option<&Path>,
     credentials: Option<&Path>,
     limits: CallLimits,
 ) -> anyhow::Result<ProviderConfig> {
@@ -114,6 +121,9 @@ pub(super) fn load_config(
     };
     let mut config = ProviderConfig::new(settings);
     config.egress = egress.to_vec();
+    if let Some(path) = egress_ca {
+        config.trust = TrustRoots::with_extra_pem_file(path)?;
+    }
     config.credentials = Arc::new(StaticCredentials(credentials));
     config.limits = limits;
     Ok(config)
@@ -215,5 +225,28 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_egress_ca_file_without_a_certificate_stops_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, "not a certificate\n").unwrap();
+        let error = load_config("mock", None, &[], Some(&path), None, CallLimits::default())
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(
+                error.downcast_ref::<ipam_provider_runtime::TrustError>(),
+                Some(ipam_provider_runtime::TrustError::Empty { .. })
+            ),
+            "{error:#}"
+        );
+        assert!(error.to_string().contains("ca.pem"), "{error:#}");
     }
 }

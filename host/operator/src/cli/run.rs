@@ -90,6 +90,10 @@ pub struct RunArgs {
         value_name = "ORIGIN"
     )]
     pub egress: Vec<String>,
+    /// PEM CA certificates trusted for the provider's https egress, besides
+    /// the webpki roots (a cloud endpoint or proxy with a private CA).
+    #[arg(long, env = "IPAM_EGRESS_CA_FILE", value_name = "FILE")]
+    pub egress_ca_file: Option<PathBuf>,
     /// Limit of one provider call, in milliseconds.
     #[arg(long, env = "IPAM_PROVIDER_TIMEOUT_MS", default_value_t = 30_000)]
     pub provider_timeout_ms: u64,
@@ -217,6 +221,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         &args.provider,
         args.provider_settings.as_deref(),
         &args.egress,
+        args.egress_ca_file.as_deref(),
         args.provider_credentials.as_deref(),
         CallLimits {
             timeout: Duration::from_millis(args.provider_timeout_ms),

@@ -9,8 +9,8 @@ use ipam_tests as common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::moto::{Moto, Seeded};
 use common::ec2_proxy::Ec2Proxy;
+use common::moto::{Moto, Seeded};
 use ipam_cloud::{CloudApi, CloudError, CreateInterfaceRequest, IpRequest, Tag};
 
 /// The WIT error case (or what the host did) of a failed call.

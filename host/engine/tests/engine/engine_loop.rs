@@ -10,16 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ipam_ciliumnode::{CiliumNode, NodeUpdate};
-use ipam_cloud::{CloudApi, InstanceLimits, Operation, ProviderError};
+use ipam_cloud::{CloudApi, Operation, ProviderError};
 use ipam_engine::{
     Announcement, Engine, EngineError, InstanceCache, LoopSettings, Maintainer, MemoryNodeStore,
     Metrics, NodeEvent, NodeStore, StoreError,
 };
-use ipam_fake_cloud::{FakeCloud, InstanceSpec, SubnetSpec};
+use ipam_fake_cloud::FakeCloud;
 use tokio::time::Instant;
 
 use crate::steered::SteeredCloud;
-use crate::support::{get, node, settings, start, until, Running};
+use crate::support::{get, node, one_instance_cloud, settings, start, until, Running, TINY};
 
 fn store_with(nodes: &[(&str, &str, u32)]) -> Arc<MemoryNodeStore> {
     let store = Arc::new(MemoryNodeStore::new());
@@ -173,30 +173,6 @@ async fn the_largest_deficit_goes_first() {
     running.stop().await;
 }
 
-/// One instance of a type with room for two pod addresses.
-fn tiny_cloud() -> FakeCloud {
-    FakeCloud::builder()
-        .vpc("vpc-1", &["10.0.0.0/16"])
-        .subnet(SubnetSpec::new(
-            "subnet-b",
-            "vpc-1",
-            "zone-b",
-            "10.0.2.0/24",
-        ))
-        .instance_type(
-            "t3.nano",
-            InstanceLimits {
-                max_interfaces: 2,
-                ipv4_per_interface: 2,
-                ipv6_per_interface: 2,
-                prefix_delegation: false,
-            },
-        )
-        .instance(InstanceSpec::new("i-tiny", "t3.nano", "subnet-b"))
-        .build()
-        .unwrap()
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_blocked_node_waits_for_its_retry() {
     let store = store_with(&[("n1", "i-tiny", 8)]);
@@ -205,7 +181,11 @@ async fn a_blocked_node_waits_for_its_retry() {
         resync_interval: Duration::from_secs(600),
         ..LoopSettings::default()
     };
-    let running = run(Arc::new(tiny_cloud()), &store, config);
+    let running = run(
+        Arc::new(one_instance_cloud("i-tiny", "t3.nano", TINY)),
+        &store,
+        config,
+    );
     running.ready().await;
     let after_first = running.state().passes;
     tokio::time::sleep(Duration::from_secs(95)).await;

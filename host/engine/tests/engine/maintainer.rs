@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ipam_ciliumnode::{AzureSpec, ReleaseState};
-use ipam_cloud::InstanceLimits;
 use ipam_engine::{Maintainer, MemoryNodeStore, Metrics, NodePass, NodeStore, Step};
-use ipam_fake_cloud::{FakeCloud, InstanceSpec, SubnetSpec};
+use ipam_fake_cloud::FakeCloud;
 
 use crate::agents::tick;
-use crate::support::{get, maintainer, node, settings};
+use crate::support::{get, maintainer, node, one_instance_cloud, settings, TINY};
 
 const NODE: &str = "n1";
 
@@ -46,6 +45,18 @@ impl Setup {
     async fn pass(&self) -> NodePass {
         let pending = self.store.pending_pods(NODE);
         self.maintainer.maintain(NODE, pending).await.unwrap()
+    }
+
+    /// Eight pods come and go, and the excess waits out the delay: the pass
+    /// that marks it.
+    async fn excess_marked(&self) -> NodePass {
+        self.resync().await;
+        tick(&self.store, 8).await;
+        self.pass().await;
+        tick(&self.store, 0).await;
+        self.pass().await;
+        tokio::time::advance(Duration::from_secs(30)).await;
+        self.pass().await
     }
 }
 
@@ -127,13 +138,7 @@ async fn a_pass_reports_release_pending_until_the_excess_has_left() {
 #[tokio::test(start_paused = true)]
 async fn a_mark_no_longer_in_excess_is_taken_back() {
     let s = setup(FakeCloud::standard(1), node(NODE, "i-0000", 2));
-    s.resync().await;
-    tick(&s.store, 8).await;
-    s.pass().await;
-    tick(&s.store, 0).await;
-    s.pass().await;
-    tokio::time::advance(Duration::from_secs(30)).await;
-    let marked = s.pass().await.release.marked;
+    let marked = s.excess_marked().await.release.marked;
     assert!(!marked.is_empty());
 
     // The scheduler sends pods before the agent answered: the marked
@@ -200,34 +205,12 @@ async fn subnets_free_counts_are_recorded_from_the_cache() {
     assert!(line.ends_with(&format!(" {free}")), "{line}");
 }
 
-/// t3.nano-like: 2 interfaces of 2 slots, the primary left to the node: at
-/// most 2 pod addresses.
-fn tiny_cloud() -> FakeCloud {
-    FakeCloud::builder()
-        .vpc("vpc-1", &["10.0.0.0/16"])
-        .subnet(SubnetSpec::new(
-            "subnet-b",
-            "vpc-1",
-            "zone-b",
-            "10.0.2.0/24",
-        ))
-        .instance_type(
-            "t3.nano",
-            InstanceLimits {
-                max_interfaces: 2,
-                ipv4_per_interface: 2,
-                ipv6_per_interface: 2,
-                prefix_delegation: false,
-            },
-        )
-        .instance(InstanceSpec::new("i-tiny", "t3.nano", "subnet-b"))
-        .build()
-        .unwrap()
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_blocked_node_says_why_once_and_creations_are_announced() {
-    let s = setup(tiny_cloud(), node(NODE, "i-tiny", 8));
+    let s = setup(
+        one_instance_cloud("i-tiny", "t3.nano", TINY),
+        node(NODE, "i-tiny", 8),
+    );
     s.resync().await;
     let first = s.pass().await;
     let Some(Step::Blocked(reason)) = first.steps.last() else {
@@ -303,13 +286,7 @@ async fn an_azure_node_gets_its_interfaces_in_status_azure() {
 #[tokio::test(start_paused = true)]
 async fn a_released_address_the_cloud_hands_back_is_free_for_pods_again() {
     let s = setup(FakeCloud::standard(1), node(NODE, "i-0000", 2));
-    s.resync().await;
-    tick(&s.store, 8).await;
-    s.pass().await;
-    tick(&s.store, 0).await;
-    s.pass().await;
-    tokio::time::advance(Duration::from_secs(30)).await;
-    s.pass().await;
+    s.excess_marked().await;
     tick(&s.store, 0).await;
     let released = s.pass().await.release.released;
     assert!(!released.is_empty());

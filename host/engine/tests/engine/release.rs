@@ -7,10 +7,10 @@ use std::time::Duration;
 use ipam_ciliumnode::ReleaseState;
 use ipam_cloud::{InstanceLimits, Operation};
 use ipam_engine::{MemoryNodeStore, Metrics};
-use ipam_fake_cloud::{FakeCloud, InstanceSpec, SubnetSpec};
+use ipam_fake_cloud::FakeCloud;
 
 use crate::agents::{settle, tick};
-use crate::support::{config, get, pod_interfaces_node, settings, start};
+use crate::support::{config, get, one_instance_cloud, pod_interfaces_node, settings, start};
 
 /// AWS's t3.small: 3 interfaces of 4 slots, so 3 pod addresses each.
 const T3_SMALL: InstanceLimits = InstanceLimits {
@@ -21,18 +21,7 @@ const T3_SMALL: InstanceLimits = InstanceLimits {
 };
 
 fn small_cloud() -> FakeCloud {
-    FakeCloud::builder()
-        .vpc("vpc-1", &["10.0.0.0/16"])
-        .subnet(SubnetSpec::new(
-            "subnet-b",
-            "vpc-1",
-            "zone-b",
-            "10.0.2.0/24",
-        ))
-        .instance_type("t3.small", T3_SMALL)
-        .instance(InstanceSpec::new("i-small", "t3.small", "subnet-b"))
-        .build()
-        .unwrap()
+    one_instance_cloud("i-small", "t3.small", T3_SMALL)
 }
 
 #[tokio::test(start_paused = true)]

@@ -8,11 +8,42 @@ use std::time::Duration;
 use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::rate::{BucketConfig, RateLimits};
 use ipam_cloud::CloudApi;
+use ipam_cloud::InstanceLimits;
 use ipam_engine::{
     Engine, EngineState, InstanceCache, LimitedCloud, LoopSettings, Maintainer,
     MaintenanceSettings, MemoryNodeStore, Metrics, NodeStore, RunningEngine,
 };
-use ipam_fake_cloud::FakeCloud;
+use ipam_fake_cloud::{FakeCloud, InstanceSpec, SubnetSpec};
+
+/// A cloud of one instance, `instance` of type `instance_type` with
+/// `limits`, in a /24 subnet (`subnet-b`) of `vpc-1`.
+pub fn one_instance_cloud(
+    instance: &str,
+    instance_type: &str,
+    limits: InstanceLimits,
+) -> FakeCloud {
+    FakeCloud::builder()
+        .vpc("vpc-1", &["10.0.0.0/16"])
+        .subnet(SubnetSpec::new(
+            "subnet-b",
+            "vpc-1",
+            "zone-b",
+            "10.0.2.0/24",
+        ))
+        .instance_type(instance_type, limits)
+        .instance(InstanceSpec::new(instance, instance_type, "subnet-b"))
+        .build()
+        .unwrap()
+}
+
+/// t3.nano-like: 2 interfaces of 2 slots: at most 2 pod addresses with the
+/// primary interface's own.
+pub const TINY: InstanceLimits = InstanceLimits {
+    max_interfaces: 2,
+    ipv4_per_interface: 2,
+    ipv6_per_interface: 2,
+    prefix_delegation: false,
+};
 
 /// The cluster name the engine tags its interfaces with.
 pub const CLUSTER: &str = "test";

@@ -6,7 +6,8 @@
 //! cilium-agent. Twenty nodes join, their pods grow and later shrink, and the
 //! operator is killed and started again 30 times (`IPAM_SOAK_KILLS` for
 //! more). After the last start settles, the cloud and the CiliumNodes agree:
-//! every node satisfied, no address in two pools or on two interfaces, none
+//! every node settled (satisfied, nothing excess, no release in flight), no
+//! address in two pools or on two interfaces, none
 //! in a pool that its instance does not hold, no interface of ours left
 //! detached past the leaked-interface GC's grace.
 
@@ -17,8 +18,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ipam_ciliumnode::{CiliumNode, ReleaseState};
-use ipam_pool::{agent, watermarks, NodeView};
+use ipam_ciliumnode::CiliumNode;
+use ipam_pool::agent;
 use ipam_tests::ec2_proxy::{Ec2Proxy, Moment};
 use ipam_tests::fake_apiserver::{FakeApiServer, CILIUMNODES};
 use ipam_tests::moto::Moto;
@@ -207,18 +208,6 @@ fn nodes(server: &FakeApiServer, joined: usize) -> Vec<CiliumNode> {
             parse(&object).unwrap_or_else(|e| panic!("{e}"))
         })
         .collect()
-}
-
-fn satisfied(node: &CiliumNode) -> bool {
-    let available = node.spec.ipam.pool.len() as u32;
-    let used = node.status.ipam.used.len() as u32;
-    watermarks::needed(node.watermarks(), available, used) == 0
-        && node
-            .status
-            .ipam
-            .release_ips
-            .values()
-            .all(|state| *state == ReleaseState::Released)
 }
 
 /// Every network interface in moto, as boto3 describes it.
@@ -429,14 +418,14 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
         }
         agents_alive();
         let all = nodes(&server, NODES);
-        if all.iter().all(satisfied) && all.iter().all(|n| agent::settled(n, 0)) {
+        if all.iter().all(|n| agent::settled(n, 0)) {
             break Instant::now();
         }
         assert!(
             Instant::now() < deadline,
             "not settled in 180 s: {:#?}\n{}",
             all.iter()
-                .filter(|n| !(satisfied(n) && agent::settled(n, 0)))
+                .filter(|n| !agent::settled(n, 0))
                 .map(|n| (
                     &n.name,
                     n.spec.ipam.pool.clone(),
@@ -473,7 +462,7 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
     // an interface attached to the node's own instance.
     let mut pooled: BTreeSet<&String> = BTreeSet::new();
     for node in &all {
-        assert!(satisfied(node), "{} is not satisfied", node.name);
+        assert!(agent::settled(node, 0), "{} is not settled", node.name);
         for address in node.spec.ipam.pool.keys() {
             assert!(pooled.insert(address), "{address} is in two pools");
             let holder = on_interface

@@ -7,9 +7,9 @@
 //! operator is killed and started again 30 times (`IPAM_SOAK_KILLS` for
 //! more). After the last start settles, the cloud and the CiliumNodes agree:
 //! every node settled (satisfied, nothing excess, no release in flight), no
-//! address in two pools or on two interfaces, none
-//! in a pool that its instance does not hold, no interface of ours left
-//! detached past the leaked-interface GC's grace.
+//! address in two pools or on two interfaces, none in a pool that its
+//! instance does not hold, no interface of ours left detached past the
+//! leaked-interface GC's grace.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -49,6 +49,20 @@ impl ReleaseMemory {
             .contains_key(node)
     }
 
+    /// Addresses that left the cloud are no longer candidates.
+    fn forget_addresses(&self, node: &str, addresses: &[String]) {
+        if addresses.is_empty() {
+            return;
+        }
+        let mut memory = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(first_seen) = memory.get_mut(node) {
+            first_seen.retain(|ip, _| !addresses.contains(ip));
+            if first_seen.is_empty() {
+                memory.remove(node);
+            }
+        }
+    }
+
     pub fn forget(&self, node: &str) {
         self.0
             .lock()
@@ -93,7 +107,10 @@ pub async fn release_round(
         now: now.into_std(),
         release_delay: parts.settings.release_delay,
     });
-    memory.set(&node.name, plan.first_seen);
+
+    // Kept before anything is tried: a failed call must not restart the
+    // delay of the candidates first seen this round.
+    memory.set(&node.name, plan.first_seen.clone());
 
     let mut round = ReleaseRound {
         marked: plan.mark.clone(),
@@ -120,6 +137,9 @@ pub async fn release_round(
     for ip in &round.released {
         states.insert(ip.clone(), Some(ReleaseState::Released));
     }
+    // What left the cloud is no candidate any more: remembered, it would
+    // keep the node's release pending for a round with nothing to do.
+    memory.forget_addresses(&node.name, &round.released);
     let changed = !round.released.is_empty() || !round.freed_interfaces.is_empty();
     let mut node = node;
     if !states.is_empty() {

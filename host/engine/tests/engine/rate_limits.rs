@@ -107,5 +107,87 @@ async fn limited_cloud_keeps_mutating_calls_per_node_as_expected() {
         0,
         "throttling was absorbed by retries"
     );
+    let waits = metrics
+        .encode()
+        .lines()
+        .find(|l| {
+            l.starts_with("cilium_operator_ipam_api_rate_limit_duration_seconds_count")
+                && l.contains("operation=\"create-interface\"")
+        })
+        .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string());
+    assert_eq!(
+        waits.as_deref(),
+        Some("22"),
+        "every create's wait for the bucket is observed"
+    );
     running.stop().await;
+}
+
+/// Every operation goes through to the cloud and its answer comes back as
+/// the cloud gave it.
+#[tokio::test(start_paused = true)]
+async fn every_operation_reaches_the_cloud_through_limited_cloud() {
+    use ipam_cloud::{CloudApi, CreateInterfaceRequest, IpRequest, Tag};
+
+    let fake = Arc::new(FakeCloud::standard(1));
+    let metrics = Arc::new(Metrics::new());
+    let cloud = limited(&fake, tight_mutations(), &metrics);
+    let instance = standard_instance(0);
+    assert_eq!(
+        cloud.get_vpcs().await.unwrap(),
+        fake.get_vpcs().await.unwrap()
+    );
+    assert_eq!(
+        cloud.get_subnets().await.unwrap(),
+        fake.get_subnets().await.unwrap()
+    );
+    let groups = cloud.get_security_groups().await.unwrap();
+    assert!(!groups.is_empty());
+    assert_eq!(groups, fake.get_security_groups().await.unwrap());
+    assert_eq!(
+        cloud.get_instances(&[]).await.unwrap(),
+        fake.get_instances(&[]).await.unwrap()
+    );
+    assert_eq!(
+        cloud.get_instance_limits("m5.large").await.unwrap(),
+        fake.get_instance_limits("m5.large").await.unwrap()
+    );
+    let tags = vec![Tag {
+        key: "ipam-operator/cluster".into(),
+        value: "test".into(),
+    }];
+    // A create that leaks: the detached interface is what the listing finds.
+    fake.leak_next_creates(1, ProviderError::Transient("attach failed".into()));
+    let request = CreateInterfaceRequest {
+        instance_id: instance.clone(),
+        index: 1,
+        subnet_id: "subnet-a".into(),
+        security_groups: Vec::new(),
+        description: String::new(),
+        tags: tags.clone(),
+        delete_on_termination: true,
+        ipv4_count: 0,
+        use_prefixes: false,
+    };
+    cloud.create_interface(&request).await.unwrap_err();
+    let detached = cloud.get_detached_interfaces(&tags).await.unwrap();
+    assert_eq!(detached.len(), 1);
+    assert_eq!(detached, fake.detached());
+    cloud.delete_interface(&detached[0].id).await.unwrap();
+    assert!(fake.detached().is_empty(), "deleted in the cloud");
+
+    let created = cloud.create_interface(&request).await.unwrap();
+    let assigned = cloud
+        .assign_ips(&created.id, IpRequest::Addresses(2))
+        .await
+        .unwrap();
+    assert_eq!(assigned.addresses.len(), 2);
+    cloud
+        .unassign_ips(&created.id, &assigned.addresses[..1], &[])
+        .await
+        .unwrap();
+    let on_cloud = fake.instance(&instance).unwrap().interfaces[1]
+        .addresses
+        .clone();
+    assert_eq!(on_cloud, assigned.addresses[1..], "unassigned in the cloud");
 }

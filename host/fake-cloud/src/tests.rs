@@ -662,3 +662,43 @@ async fn the_fake_passes_the_conformance_suite() {
         assert!(cloud.detached().is_empty(), "the suite undid what it made");
     }
 }
+
+#[tokio::test]
+async fn conformance_creates_in_a_roomy_subnet_of_the_zone_when_the_primary_one_is_full() {
+    // The instance's primary interface takes the last free address of its
+    // /28; another subnet of its zone has room, one of another zone too.
+    let mut full = SubnetSpec::new("subnet-full", "vpc-1", "zone-a", "10.0.1.0/28");
+    for last in 4..14 {
+        full = full.occupied(&format!("10.0.1.{last}"));
+    }
+    let cloud = FakeCloud::builder()
+        .vpc("vpc-1", &["10.0.0.0/16"])
+        .subnet(full)
+        .subnet(SubnetSpec::new(
+            "subnet-room",
+            "vpc-1",
+            "zone-a",
+            "10.0.2.0/24",
+        ))
+        .subnet(SubnetSpec::new(
+            "subnet-far",
+            "vpc-1",
+            "zone-b",
+            "10.0.3.0/24",
+        ))
+        .instance_type("pd", DELEGATING)
+        .instance(InstanceSpec::new("i-1", "pd", "subnet-full"))
+        .build()
+        .expect("the test cloud is valid");
+    assert_eq!(cloud.subnet("subnet-full").unwrap().available_addresses, 0);
+    let report = ipam_cloud::conformance::run(&cloud, &mut |_| {}).await;
+    let failures: Vec<_> = report.failures().collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    let created = report
+        .checks
+        .iter()
+        .find(|c| c.name.starts_with("create-interface: attached"))
+        .expect("the create check ran");
+    assert_eq!(created.outcome, ipam_cloud::conformance::Outcome::Pass);
+    assert!(cloud.detached().is_empty(), "the suite undid what it made");
+}

@@ -5,7 +5,7 @@ use super::reading::{address, cidr, Snapshot};
 use super::Recorder;
 use crate::{
     CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
-    NetworkInterface, ProviderError, Tag,
+    NetworkInterface, ProviderError, Subnet, Tag,
 };
 
 const TAG_KEY: &str = "ipam-conformance";
@@ -26,6 +26,36 @@ struct Target<'a> {
     instance: &'a Instance,
     limits: InstanceLimits,
     primary: &'a NetworkInterface,
+    /// Where the checks' interface goes.
+    subnet: &'a Subnet,
+}
+
+/// Free addresses the checks take from their subnet at most: the new
+/// interface's primary, its secondary, and one assigned.
+const ADDRESSES_NEEDED: u32 = 3;
+
+/// A listed subnet the instance can take an interface from (its VPC and
+/// zone) with room for the checks: the primary interface's when it has room,
+/// else the roomiest. A provider whose settings select pod subnets by tag
+/// lists no node subnet; one whose primary subnet is full has another.
+fn subnet_for<'a>(
+    snapshot: &'a Snapshot,
+    instance: &Instance,
+    primary: &NetworkInterface,
+) -> Option<&'a Subnet> {
+    let usable: Vec<&Subnet> = snapshot
+        .subnets
+        .iter()
+        .filter(|s| {
+            s.vpc_id == instance.vpc_id && s.availability_zone == instance.availability_zone
+        })
+        .filter(|s| s.available_addresses >= ADDRESSES_NEEDED)
+        .collect();
+    usable
+        .iter()
+        .find(|s| s.id == primary.subnet_id)
+        .or_else(|| usable.iter().max_by_key(|s| s.available_addresses))
+        .copied()
 }
 
 fn pick_target(snapshot: &Snapshot) -> Option<Target<'_>> {
@@ -33,11 +63,15 @@ fn pick_target(snapshot: &Snapshot) -> Option<Target<'_>> {
         let limits = *snapshot.limits.get(&instance.instance_type)?;
         let primary = instance.interfaces.iter().find(|e| e.index == 0)?;
         let room = (instance.interfaces.len() as u32) < limits.max_interfaces;
-        let known_subnet = snapshot.subnets.iter().any(|s| s.id == primary.subnet_id);
-        (room && known_subnet && limits.ipv4_per_interface >= 2).then_some(Target {
+        if !room || limits.ipv4_per_interface < 2 {
+            return None;
+        }
+        let subnet = subnet_for(snapshot, instance, primary)?;
+        Some(Target {
             instance,
             limits,
             primary,
+            subnet,
         })
     })
 }
@@ -87,16 +121,12 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
     let Some(target) = pick_target(snapshot) else {
         r.not_applicable(
             "create-interface and the operations on it",
-            "no listed instance has room for another interface and two address slots",
+            "no listed instance has room for another interface and two address slots, with a listed subnet of its VPC and zone that has three free addresses",
         );
         return;
     };
     let instance_id = target.instance.id.clone();
-    let subnet = snapshot
-        .subnets
-        .iter()
-        .find(|s| s.id == target.primary.subnet_id);
-    let subnet_net = subnet.and_then(|s| cidr(&s.cidr).ok());
+    let subnet_net = cidr(&target.subnet.cidr).ok();
     let tag = Tag {
         key: TAG_KEY.into(),
         value: "created".into(),
@@ -104,7 +134,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
     let request = CreateInterfaceRequest {
         instance_id: instance_id.clone(),
         index: free_index(&target.instance.interfaces),
-        subnet_id: target.primary.subnet_id.clone(),
+        subnet_id: target.subnet.id.clone(),
         security_groups: target.primary.security_groups.clone(),
         description: "ipam-operator conformance check".into(),
         tags: vec![tag.clone()],

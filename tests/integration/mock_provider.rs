@@ -50,6 +50,11 @@ async fn the_mock_passes_the_conformance_suite() {
         0,
         "the mock declares every capability"
     );
+    assert_eq!(
+        report.not_run(),
+        0,
+        "every declared capability was exercised"
+    );
     assert!(report.passed() >= 25);
 }
 

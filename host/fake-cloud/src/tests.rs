@@ -702,3 +702,55 @@ async fn conformance_creates_in_a_roomy_subnet_of_the_zone_when_the_primary_one_
     assert_eq!(created.outcome, ipam_cloud::conformance::Outcome::Pass);
     assert!(cloud.detached().is_empty(), "the suite undid what it made");
 }
+
+#[tokio::test]
+async fn conformance_lists_every_check_it_could_not_run_with_the_reason() {
+    use ipam_cloud::conformance::Outcome;
+    // Every capability declared: fifteen mutating checks.
+    const MUTATING: usize = 15;
+
+    // No instance has room for another interface.
+    let full = FakeCloud::builder()
+        .vpc("vpc-1", &["10.0.0.0/16"])
+        .subnet(SubnetSpec::new(
+            "subnet-a",
+            "vpc-1",
+            "zone-a",
+            "10.0.0.0/24",
+        ))
+        .instance_type(
+            "one",
+            InstanceLimits {
+                max_interfaces: 1,
+                ..DELEGATING
+            },
+        )
+        .instance(InstanceSpec::new("i-1", "one", "subnet-a"))
+        .build()
+        .expect("the test cloud is valid");
+    let report = ipam_cloud::conformance::run(&full, &mut |_| {}).await;
+    assert_eq!(report.failed(), 0);
+    assert_eq!(report.not_run(), MUTATING, "{:#?}", report.checks);
+    assert!(report.checks.iter().all(|c| match &c.outcome {
+        Outcome::NotRun(why) => why.contains("no listed instance has room"),
+        _ => true,
+    }));
+
+    // The create fails: it is a failure, and the checks after it are listed.
+    let cloud = FakeCloud::standard(1);
+    cloud.fail_next(
+        Operation::CreateInterface,
+        1,
+        ProviderError::Transient("the cloud hiccupped".into()),
+    );
+    let report = ipam_cloud::conformance::run(&cloud, &mut |_| {}).await;
+    assert_eq!(report.failed(), 1);
+    assert_eq!(report.not_run(), MUTATING - 1, "{:#?}", report.checks);
+    let printed: Vec<String> = report.checks.iter().map(ToString::to_string).collect();
+    assert!(
+        printed
+            .iter()
+            .any(|line| line.contains("NOT RUN nothing the checks created is left detached")),
+        "{printed:#?}"
+    );
+}

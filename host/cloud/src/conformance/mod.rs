@@ -3,7 +3,9 @@
 //! `wit/0.1.0/provider.wit`: the shapes and invariants of every answer,
 //! idempotence where the WIT promises it, and typed errors for impossible
 //! requests. Mutating checks run only for the capabilities a provider declares,
-//! on one instance with room for an interface, and undo what they create.
+//! on one instance with room for an interface, and undo what they create; a
+//! check of a declared capability that cannot run (nothing to run it on, or
+//! an earlier step failed) is listed as not run, with the reason.
 
 mod mutating;
 mod reading;
@@ -16,8 +18,12 @@ use crate::CloudApi;
 pub enum Outcome {
     Pass,
     Fail(String),
-    /// The check does not apply (a capability not declared, nothing to test on).
+    /// The check does not apply: the provider does not declare its
+    /// capability.
     NotApplicable(String),
+    /// The check belongs to a declared capability but could not run (nothing
+    /// to run it on, or an earlier step failed): the capability is untested.
+    NotRun(String),
 }
 
 #[derive(Debug, Clone)]
@@ -49,6 +55,10 @@ impl Report {
         self.count(|o| matches!(o, Outcome::NotApplicable(_)))
     }
 
+    pub fn not_run(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::NotRun(_)))
+    }
+
     pub fn failures(&self) -> impl Iterator<Item = (&'static str, &str)> {
         self.checks.iter().filter_map(|c| match &c.outcome {
             Outcome::Fail(why) => Some((c.name, why.as_str())),
@@ -63,6 +73,7 @@ impl fmt::Display for Check {
             Outcome::Pass => write!(f, "  pass  {}", self.name),
             Outcome::Fail(why) => write!(f, "  FAIL  {}: {why}", self.name),
             Outcome::NotApplicable(why) => write!(f, "  n/a   {}: {why}", self.name),
+            Outcome::NotRun(why) => write!(f, "  NOT RUN {}: {why}", self.name),
         }
     }
 }
@@ -90,6 +101,13 @@ impl Recorder<'_> {
         });
     }
 
+    pub fn not_run(&mut self, name: &'static str, why: impl Into<String>) {
+        self.push(Check {
+            name,
+            outcome: Outcome::NotRun(why.into()),
+        });
+    }
+
     fn push(&mut self, check: Check) {
         (self.progress)(&check);
         self.report.checks.push(check);
@@ -109,10 +127,12 @@ pub async fn run(cloud: &dyn CloudApi, progress: &mut dyn FnMut(&Check)) -> Repo
     let snapshot = reading::run(cloud, &mut recorder).await;
     match snapshot {
         Some(snapshot) => mutating::run(cloud, &snapshot, &mut recorder).await,
-        None => recorder.not_applicable(
-            "mutating operations",
-            "the read checks could not list the cloud",
-        ),
+        None => {
+            let caps = cloud.info().capabilities;
+            for name in mutating::declared_checks(caps) {
+                recorder.not_run(name, "the read checks could not list the cloud");
+            }
+        }
     }
     recorder.report
 }

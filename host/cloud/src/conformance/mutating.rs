@@ -4,11 +4,69 @@
 use super::reading::{address, cidr, Snapshot};
 use super::Recorder;
 use crate::{
-    CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
-    NetworkInterface, ProviderError, Subnet, Tag,
+    Capabilities, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits,
+    IpRequest, NetworkInterface, ProviderError, Subnet, Tag,
 };
 
 const TAG_KEY: &str = "ipam-conformance";
+
+const CREATED: &str =
+    "create-interface: attached at the index, in the subnet, tagged, with the addresses asked";
+const LISTED: &str = "get-instances shows the new interface";
+const TAKEN_INDEX: &str = "create-interface at a taken index is a conflict and creates nothing";
+const ASSIGN_ONE: &str = "assign-ips adds one address in the subnet";
+const ASSIGN_BEYOND: &str = "assign-ips beyond the interface's slots is address-limit";
+const ASSIGN_ZERO: &str = "assign-ips of zero addresses is invalid-argument";
+const ASSIGN_UNKNOWN: &str = "assign-ips on an unknown interface is not-found";
+const PREFIX: &str = "assign-ips of a /28 gives a /28 of the subnet (or insufficient-prefixes)";
+const UNASSIGN: &str = "unassign-ips removes the address, and again is a no-op (idempotent)";
+const UNASSIGN_PRIMARY: &str = "unassign-ips of the primary address is invalid-argument";
+const FULL_INSTANCE: &str = "create-interface on a full instance is interface-limit";
+const DELETE: &str = "delete-interface deletes, and again succeeds (idempotent)";
+const CLEANED_UP: &str = "after cleanup the instance has its original interfaces";
+const DELETE_PRIMARY: &str = "delete-interface of the primary interface is invalid-argument";
+const NOTHING_LEFT: &str = "nothing the checks created is left detached";
+
+/// The mutating checks of the capabilities `caps` declares, in the order
+/// they run: what is listed as not run when they cannot.
+pub fn declared_checks(caps: Capabilities) -> Vec<&'static str> {
+    let mut checks = Vec::new();
+    if caps.create_interface {
+        checks.extend([
+            CREATED,
+            LISTED,
+            TAKEN_INDEX,
+            ASSIGN_ONE,
+            ASSIGN_BEYOND,
+            ASSIGN_ZERO,
+            ASSIGN_UNKNOWN,
+        ]);
+    }
+    if caps.create_interface && caps.prefixes {
+        checks.push(PREFIX);
+    }
+    if caps.create_interface && caps.release {
+        checks.extend([UNASSIGN, UNASSIGN_PRIMARY]);
+    }
+    if caps.create_interface {
+        checks.push(FULL_INSTANCE);
+    }
+    if caps.create_interface && caps.delete_interface {
+        checks.extend([DELETE, CLEANED_UP, DELETE_PRIMARY, NOTHING_LEFT]);
+    }
+    checks
+}
+
+/// List every check of `checks` after `after` (all of them for None) as
+/// not run, for `why`.
+fn not_run_after(r: &mut Recorder<'_>, checks: &[&'static str], after: Option<&str>, why: &str) {
+    let start = after
+        .and_then(|name| checks.iter().position(|c| *c == name))
+        .map_or(0, |at| at + 1);
+    for name in &checks[start..] {
+        r.not_run(name, why);
+    }
+}
 
 fn expect_error<T: std::fmt::Debug>(
     result: Result<T, CloudError>,
@@ -118,9 +176,12 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         );
         return;
     }
+    let checks = declared_checks(caps);
     let Some(target) = pick_target(snapshot) else {
-        r.not_applicable(
-            "create-interface and the operations on it",
+        not_run_after(
+            r,
+            &checks,
+            None,
             "no listed instance has room for another interface and two address slots, with a listed subnet of its VPC and zone that has three free addresses",
         );
         return;
@@ -147,13 +208,19 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
     let eni = match cloud.create_interface(&request).await {
         Ok(eni) => eni,
         Err(e) => {
-            r.record("create-interface", Err(e.to_string()));
+            r.record(CREATED, Err(e.to_string()));
+            not_run_after(
+                r,
+                &checks,
+                Some(CREATED),
+                "create-interface failed: no interface to run it on",
+            );
             return;
         }
     };
     created.push(eni.id.clone());
     r.record(
-        "create-interface: attached at the index, in the subnet, tagged, with the addresses asked",
+        CREATED,
         if eni.index != request.index || eni.subnet_id != request.subnet_id {
             Err(format!("got index {} subnet {}", eni.index, eni.subnet_id))
         } else if eni.instance_id.as_deref() != Some(instance_id.as_str()) {
@@ -171,7 +238,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
     );
     let listed = interfaces_of(cloud, &instance_id).await;
     r.record(
-        "get-instances shows the new interface",
+        LISTED,
         listed.and_then(|list| {
             list.iter()
                 .any(|e| e.id == eni.id)
@@ -186,7 +253,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
     }
     let after = interfaces_of(cloud, &instance_id).await.map(|l| l.len());
     r.record(
-        "create-interface at a taken index is a conflict and creates nothing",
+        TAKEN_INDEX,
         expect_error(conflict, "conflict", |e| {
             matches!(e, ProviderError::Conflict(_))
         })
@@ -203,7 +270,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         .ok()
         .and_then(|a| a.addresses.first().cloned());
     r.record(
-        "assign-ips adds one address in the subnet",
+        ASSIGN_ONE,
         match &assigned {
             Ok(a) if a.addresses.len() == 1 && a.prefixes.is_empty() => {
                 let ip = address(&a.addresses[0]);
@@ -221,7 +288,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
     );
     let slots_left = target.limits.ipv4_per_interface;
     r.record(
-        "assign-ips beyond the interface's slots is address-limit",
+        ASSIGN_BEYOND,
         expect_error(
             cloud
                 .assign_ips(&eni.id, IpRequest::Addresses(slots_left))
@@ -231,7 +298,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         ),
     );
     r.record(
-        "assign-ips of zero addresses is invalid-argument",
+        ASSIGN_ZERO,
         expect_error(
             cloud.assign_ips(&eni.id, IpRequest::Addresses(0)).await,
             "invalid-argument",
@@ -239,7 +306,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         ),
     );
     r.record(
-        "assign-ips on an unknown interface is not-found",
+        ASSIGN_UNKNOWN,
         expect_error(
             cloud
                 .assign_ips("eni-conformance-unknown", IpRequest::Addresses(1))
@@ -275,14 +342,19 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
             }
             Err(e) => Err(e.to_string()),
         };
-        r.record(
-            "assign-ips of a /28 gives a /28 of the subnet (or insufficient-prefixes)",
-            result,
+        r.record(PREFIX, result);
+    } else if caps.prefixes {
+        r.not_run(
+            PREFIX,
+            format!(
+                "instance type {} has no prefix delegation",
+                target.instance.instance_type
+            ),
         );
     } else {
         r.not_applicable(
             "assign-ips of a /28",
-            "no prefix delegation on this provider or instance type",
+            "the provider does not declare prefixes",
         );
     }
 
@@ -297,7 +369,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
                     .await;
                 let listed = secondaries_of(cloud, &instance_id, &eni.id).await;
                 r.record(
-                    "unassign-ips removes the address, and again is a no-op (idempotent)",
+                    UNASSIGN,
                     match (first, second, listed) {
                         (Ok(()), Ok(()), Ok(left)) if !left.contains(&ip) => Ok(()),
                         (Ok(()), Ok(()), Ok(_)) => Err(format!("{ip} is still listed")),
@@ -307,10 +379,10 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
                     },
                 );
             }
-            None => r.not_applicable("unassign-ips", "assign-ips gave no address to release"),
+            None => r.not_run(UNASSIGN, "assign-ips gave no address to release"),
         }
         r.record(
-            "unassign-ips of the primary address is invalid-argument",
+            UNASSIGN_PRIMARY,
             expect_error(
                 cloud
                     .unassign_ips(&eni.id, std::slice::from_ref(&eni.primary_ip), &[])
@@ -348,17 +420,14 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         }
     }
     match fill_error {
-        Some(e) => r.not_applicable(
-            "create-interface on a full instance",
-            format!("could not fill the instance: {e}"),
-        ),
+        Some(e) => r.not_run(FULL_INSTANCE, format!("could not fill the instance: {e}")),
         None => {
             let over = cloud.create_interface(&fill).await;
             if let Ok(extra) = &over {
                 created.push(extra.id.clone());
             }
             r.record(
-                "create-interface on a full instance is interface-limit",
+                FULL_INSTANCE,
                 expect_error(over, "interface-limit", |e| {
                     matches!(e, ProviderError::InterfaceLimit(_))
                 }),
@@ -385,7 +454,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         }
     }
     r.record(
-        "delete-interface deletes, and again succeeds (idempotent)",
+        DELETE,
         if errors.is_empty() {
             Ok(())
         } else {
@@ -399,7 +468,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         .map(|e| e.id.as_str())
         .collect();
     r.record(
-        "after cleanup the instance has its original interfaces",
+        CLEANED_UP,
         interfaces_of(cloud, &instance_id).await.and_then(|now| {
             let now: Vec<&str> = now.iter().map(|e| e.id.as_str()).collect();
             (now == original)
@@ -408,7 +477,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         }),
     );
     r.record(
-        "delete-interface of the primary interface is invalid-argument",
+        DELETE_PRIMARY,
         expect_error(
             cloud.delete_interface(&target.primary.id).await,
             "invalid-argument",
@@ -416,7 +485,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         ),
     );
     r.record(
-        "nothing the checks created is left detached",
+        NOTHING_LEFT,
         match cloud.get_detached_interfaces(&[tag]).await {
             Ok(left) if left.is_empty() => Ok(()),
             Ok(left) => Err(format!(

@@ -32,12 +32,18 @@ pub enum ProviderCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Run the conformance suite against a module; exits non-zero on a failure.
+    /// Run the conformance suite against a module; exits non-zero on a
+    /// failure, or on a check of a declared capability that could not run.
     Conformance {
         /// A .wasm file, or the name of a built component (`mock`).
         module: String,
         #[command(flatten)]
         run: RunArgs,
+        /// Pass even if checks of declared capabilities could not run (say,
+        /// the cloud has no instance with room for another interface): those
+        /// capabilities are then untested, and the summary says so.
+        #[arg(long)]
+        accept_not_run: bool,
     },
 }
 
@@ -198,7 +204,11 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        ProviderCommand::Conformance { module, run } => {
+        ProviderCommand::Conformance {
+            module,
+            run,
+            accept_not_run,
+        } => {
             let (path, bytes) = module_bytes(&module).await?;
             let config = provider_config(&module, &run)?;
             let started = Instant::now();
@@ -213,13 +223,18 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
             );
             let report = conformance::run(&provider, &mut |check| println!("{check}")).await;
             println!(
-                "conformance: {} passed, {} failed, {} not applicable, in {:.2?}",
+                "conformance: {} passed, {} failed, {} not applicable, {} not run, in {:.2?}",
                 report.passed(),
                 report.failed(),
                 report.not_applicable(),
+                report.not_run(),
                 started.elapsed()
             );
-            Ok(if report.failed() == 0 {
+            let verdict = verdict(&report, accept_not_run);
+            if let Some(note) = verdict.note {
+                println!("{note}");
+            }
+            Ok(if verdict.pass {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
@@ -228,9 +243,65 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Whether a conformance run passes, and what to tell the user about it.
+struct Verdict {
+    pass: bool,
+    note: Option<String>,
+}
+
+fn verdict(report: &conformance::Report, accept_not_run: bool) -> Verdict {
+    let not_run = report.not_run();
+    let note = match (not_run, accept_not_run) {
+        (0, _) => None,
+        (n, true) => Some(format!(
+            "{n} checks of declared capabilities did not run (--accept-not-run): those capabilities are untested"
+        )),
+        (n, false) => Some(format!(
+            "{n} checks of declared capabilities did not run, so those capabilities are untested: give the cloud what they need (see NOT RUN above), or pass --accept-not-run"
+        )),
+    };
+    Verdict {
+        pass: report.failed() == 0 && (not_run == 0 || accept_not_run),
+        note,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn report(outcomes: &[conformance::Outcome]) -> conformance::Report {
+        conformance::Report {
+            provider: "p".into(),
+            checks: outcomes
+                .iter()
+                .map(|outcome| conformance::Check {
+                    name: "check",
+                    outcome: outcome.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_declared_capability_left_untested_fails_unless_accepted() {
+        use conformance::Outcome::*;
+        let clean = report(&[Pass, NotApplicable("not declared".into())]);
+        assert!(verdict(&clean, false).pass);
+        assert!(verdict(&clean, false).note.is_none());
+        let untested = report(&[Pass, NotRun("no room".into())]);
+        let refused = verdict(&untested, false);
+        assert!(!refused.pass);
+        assert!(refused.note.unwrap().contains("--accept-not-run"));
+        let accepted = verdict(&untested, true);
+        assert!(accepted.pass);
+        assert!(accepted.note.unwrap().contains("untested"));
+        let failed = report(&[Fail("wrong".into()), NotRun("no room".into())]);
+        assert!(
+            !verdict(&failed, true).pass,
+            "accepting does not hide a failure"
+        );
+    }
 
     #[test]
     fn an_egress_ca_file_without_a_certificate_stops_the_start() {

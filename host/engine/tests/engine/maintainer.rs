@@ -125,6 +125,13 @@ async fn a_pass_reports_release_pending_until_the_excess_has_left() {
         last = s.pass().await;
     }
     assert_eq!(last.available, 2, "down to pre-allocate: {last:?}");
+    let metrics = s.metrics.encode();
+    assert!(
+        metrics.lines().any(|l| l.starts_with(
+            "cilium_operator_ipam_release_duration_seconds_count{type=\"ip\",status=\"success\",subnet_id=\"subnet-a\"}"
+        )),
+        "each unassign's duration is observed: {metrics}"
+    );
     let left = get(&s.store, NODE).await.status.ipam.release_ips;
     assert!(!left.is_empty());
     assert!(left.values().all(|state| *state == ReleaseState::Released));

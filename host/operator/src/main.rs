@@ -2,6 +2,7 @@
 //! dispatch in `cli`, composition of the crates in each command.
 
 mod cli;
+mod error_text;
 mod modules;
 mod serve;
 
@@ -11,7 +12,7 @@ fn main() -> std::process::ExitCode {
     let args = match cli::expand_config_file(std::env::args().collect()) {
         Ok(args) => cli::Cli::parse_from(args),
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_text::chain(&error));
             return std::process::ExitCode::FAILURE;
         }
     };
@@ -19,7 +20,7 @@ fn main() -> std::process::ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_text::chain(&error));
             std::process::ExitCode::FAILURE
         }
     }

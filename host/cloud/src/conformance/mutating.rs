@@ -68,6 +68,15 @@ fn not_run_after(r: &mut Recorder<'_>, checks: &[&'static str], after: Option<&s
     }
 }
 
+/// A result as a person reads it: the value, or `error:` and the error (not
+/// a Rust debug dump).
+fn shown<T: std::fmt::Display, E: std::fmt::Display>(result: &Result<T, E>) -> String {
+    match result {
+        Ok(value) => value.to_string(),
+        Err(error) => format!("error: {error}"),
+    }
+}
+
 fn expect_error<T: std::fmt::Debug>(
     result: Result<T, CloudError>,
     want: &str,
@@ -258,9 +267,13 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
             matches!(e, ProviderError::Conflict(_))
         })
         .and_then(|()| {
-            (before == after)
-                .then_some(())
-                .ok_or_else(|| format!("interface count went from {before:?} to {after:?}"))
+            (before == after).then_some(()).ok_or_else(|| {
+                format!(
+                    "interface count went from {} to {}",
+                    shown(&before),
+                    shown(&after)
+                )
+            })
         }),
     );
 
@@ -329,7 +342,10 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
                         Ok(())
                     }
                 }
-                (p, _) => Err(format!("got prefix {p:?}, want a /28 of the subnet")),
+                (p, _) => Err(format!(
+                    "got prefix {}, want a /28 of the subnet",
+                    shown(&p)
+                )),
             },
             Ok(a) => Err(format!("asked for 1 prefix, got {a:?}")),
             Err(e)
@@ -373,9 +389,12 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
                     match (first, second, listed) {
                         (Ok(()), Ok(()), Ok(left)) if !left.contains(&ip) => Ok(()),
                         (Ok(()), Ok(()), Ok(_)) => Err(format!("{ip} is still listed")),
-                        (a, b, listed) => {
-                            Err(format!("first {a:?}, second {b:?}, listed {listed:?}"))
-                        }
+                        (a, b, listed) => Err(format!(
+                            "first unassign: {}; second: {}; then listed: {}",
+                            shown(&a.map(|()| "ok")),
+                            shown(&b.map(|()| "ok")),
+                            shown(&listed.map(|left| left.join(", ")))
+                        )),
                     },
                 );
             }
@@ -495,4 +514,21 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
             Err(e) => Err(e.to_string()),
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_shown_as_text_not_debug_dumps() {
+        assert_eq!(shown(&Ok::<_, String>(3)), "3");
+        let refused: Result<&str, CloudError> = Err(CloudError::Provider {
+            provider: "toycloud".into(),
+            error: ProviderError::InvalidArgument("bad index".into()),
+        });
+        let text = shown(&refused);
+        assert!(text.starts_with("error: provider toycloud"), "{text}");
+        assert!(!text.contains("Provider {"), "{text}");
+    }
 }

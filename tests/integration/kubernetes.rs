@@ -510,14 +510,20 @@ async fn an_azure_mode_node_gets_status_azure_interfaces() {
     assert_eq!(written["spec"]["azure"]["interface-name"], "eth0");
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
-    let config = lease_config("op-a");
+/// A fake API server with node n1 (pre-allocate 8), and op-a leading and
+/// done filling it; op-a's lease config.
+async fn leading_op_a() -> (LeaseConfig, FakeApiServer, Replica) {
     let (client, server) = FakeApiServer::start();
     server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
-    let mut a = replica(client.clone(), "op-a").await;
+    let mut a = replica(client, "op-a").await;
     until_leader(&mut a.leader, true, "op-a leads").await;
     eventually("op-a fills n1", || pool_len(&server, "n1") == 8).await;
+    (lease_config("op-a"), server, a)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
+    let (config, server, mut a) = leading_op_a().await;
     // Another holder takes the lease (as after a partition).
     let mut lease = server.get(LEASES, LEASE).unwrap();
     lease["spec"]["holderIdentity"] = json!("intruder");
@@ -553,12 +559,7 @@ async fn a_leader_that_loses_its_lease_stops_writing_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_leader_that_cannot_renew_steps_down_by_the_renew_deadline() {
-    let config = lease_config("op-a");
-    let (client, server) = FakeApiServer::start();
-    server.put(CILIUMNODES, agent_node("n1", "i-0001", 8));
-    let mut a = replica(client.clone(), "op-a").await;
-    until_leader(&mut a.leader, true, "op-a leads").await;
-    eventually("op-a fills n1", || pool_len(&server, "n1") == 8).await;
+    let (config, server, mut a) = leading_op_a().await;
     // The API server stops persisting Lease writes: every renewal fails.
     server.fail_writes(LEASES, true);
     let failing = tokio::time::Instant::now();

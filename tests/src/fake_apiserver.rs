@@ -248,15 +248,21 @@ impl FakeApiServer {
 
     /// Another writer changes an object in one step, so no write of the
     /// operator's falls between its read and its write (which would be
-    /// lost); watchers are told. Whether the object exists.
+    /// lost); watchers are told. A change that leaves the object as it was
+    /// writes nothing, as a client that checks before it writes (agents
+    /// polling every node would otherwise wake the operator for nothing).
+    /// Whether the object exists.
     pub fn update(&self, collection: &str, name: &str, change: impl FnOnce(&mut Value)) -> bool {
         self.with(|s| {
             let Some(mut object) = s.objects.get(collection).and_then(|m| m.get(name)).cloned()
             else {
                 return false;
             };
+            let before = object.clone();
             change(&mut object);
-            store(s, collection, name.to_string(), object, "MODIFIED");
+            if object != before {
+                store(s, collection, name.to_string(), object, "MODIFIED");
+            }
             true
         })
     }

@@ -138,14 +138,11 @@ async fn at_most_max_concurrent_nodes_passes_run_at_once() {
     };
     let running = run(cloud.clone(), &store, config);
     running.ready().await;
-    let took = until(&store, Duration::from_secs(50), |nodes| {
+    // Done before the next resync (at 60 s) could overlap the passes.
+    until(&store, Duration::from_secs(50), |nodes| {
         nodes.iter().all(|n| n.spec.ipam.pool.len() >= 2)
     })
     .await;
-    assert!(
-        took < Duration::from_secs(50),
-        "done before the next resync"
-    );
     assert_eq!(cloud.max_in_flight(), 2);
     running.stop().await;
 }

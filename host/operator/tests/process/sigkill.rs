@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use ipam_ciliumnode::CiliumNode;
 use ipam_pool::agent;
+use ipam_pool::backoff::jitter;
 use ipam_tests::ec2_proxy::{Ec2Proxy, Moment};
 use ipam_tests::fake_apiserver::{FakeApiServer, CILIUMNODES};
 use ipam_tests::moto::Moto;
@@ -40,19 +41,6 @@ const TRAP_WAIT: Duration = Duration::from_secs(20);
 
 fn node_name(n: usize) -> String {
     format!("n{n:02}")
-}
-
-/// A small deterministic generator (xorshift64*), seeded and printed so a
-/// failing run can be replayed with `IPAM_SOAK_SEED`.
-struct Dice(u64);
-
-impl Dice {
-    fn roll(&mut self, below: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % below.max(1)
-    }
 }
 
 /// Where a cycle kills the operator.
@@ -247,11 +235,9 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-                | 1
+                .unwrap_or_default()
         });
     println!("soak: {kills} kills, seed {seed} (IPAM_SOAK_SEED replays it)");
-    let mut dice = Dice(seed);
     let started = Instant::now();
 
     let moto = Moto::start();
@@ -371,7 +357,10 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
         let fired = match trap {
             Some(heard) => tokio::time::timeout(TRAP_WAIT, heard).await.is_ok(),
             None => {
-                let millis = 300 + dice.roll(4_000);
+                // Random times from the seed (printed, so a run can be
+                // replayed), with the pure core's own generator.
+                let spread = jitter(seed.wrapping_add(cycle as u64));
+                let millis = 300 + (spread * 4_000.0) as u64;
                 tokio::time::sleep(Duration::from_millis(millis)).await;
                 true
             }

@@ -158,12 +158,11 @@ impl Ec2Proxy {
 
     /// Take the trap if it is set for `action` at `moment`.
     fn spring(&self, action: &str, moment: Moment) -> Option<oneshot::Sender<()>> {
-        self.with(|s| {
-            let set = s
-                .trap
-                .as_ref()
-                .is_some_and(|t| t.action == action && t.moment == moment);
-            set.then(|| s.trap.take().map(|t| t.sprung)).flatten()
+        self.with(|s| match &s.trap {
+            Some(trap) if trap.action == action && trap.moment == moment => {
+                s.trap.take().map(|trap| trap.sprung)
+            }
+            _ => None,
         })
     }
 

@@ -317,7 +317,7 @@ async fn faults_still_converge_without_leaks_or_duplicates() {
             .is_empty(),
         "no leaked interface"
     );
-    let mut addresses: Vec<String> = cloud
+    let mut addresses: Vec<std::net::Ipv4Addr> = cloud
         .get_instances(&[])
         .await
         .unwrap()

@@ -82,8 +82,12 @@ async fn every_read_operation_answers_from_moto_through_the_host() {
 
     let vpcs = aws.get_vpcs().await.expect("get-vpcs");
     let vpc = vpcs.iter().find(|v| v.id == seeded.vpc).expect("the VPC");
-    assert_eq!(vpc.primary_cidr, "10.0.0.0/16");
-    assert_eq!(vpc.cidrs, ["10.0.0.0/16", "10.1.0.0/16"], "both CIDRs");
+    assert_eq!(vpc.primary_cidr.to_string(), "10.0.0.0/16");
+    assert_eq!(
+        ipam_tests::texts(&vpc.cidrs),
+        ["10.0.0.0/16", "10.1.0.0/16"],
+        "both CIDRs"
+    );
 
     let subnets = aws.get_subnets().await.expect("get-subnets");
     let mut ids: Vec<_> = subnets.iter().map(|s| s.id.clone()).collect();
@@ -125,7 +129,10 @@ async fn every_read_operation_answers_from_moto_through_the_host() {
         let primary = &instance.interfaces[0];
         assert_eq!(primary.index, 0);
         assert_eq!(primary.subnet_id, seeded.node_subnet);
-        assert!(primary.primary_ip.starts_with("10.0.0."), "{primary:?}");
+        assert!(
+            primary.primary_ip.to_string().starts_with("10.0.0."),
+            "{primary:?}"
+        );
         assert_eq!(primary.instance_id.as_deref(), Some(instance.id.as_str()));
         assert!(!primary.mac.is_empty());
     }
@@ -427,16 +434,16 @@ async fn the_engine_converges_nodes_through_the_aws_provider() {
             .iter()
             .find(|i| i.id == node.spec.instance_id)
             .expect("instance");
-        let secondary: Vec<&String> = instance
+        let secondary: Vec<String> = instance
             .interfaces
             .iter()
             .filter(|i| i.index >= 1)
-            .flat_map(|i| &i.addresses)
+            .flat_map(|i| i.addresses.iter().map(ToString::to_string))
             .collect();
         assert!(secondary.len() >= 12, "{}: {instance:?}", node.name);
         for address in node.spec.ipam.pool.keys() {
             assert!(
-                secondary.contains(&address),
+                secondary.contains(address),
                 "{}: {address} is in the pool but not on a secondary interface in moto",
                 node.name
             );

@@ -237,3 +237,8 @@ pub fn form_params(body: &[u8]) -> FormParams {
         .map(|(key, value)| (decode(key), decode(value)))
         .collect()
 }
+
+/// Addresses or networks as text, to compare with literals.
+pub fn texts<T: ToString>(items: &[T]) -> Vec<String> {
+    items.iter().map(ToString::to_string).collect()
+}

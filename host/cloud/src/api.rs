@@ -1,6 +1,9 @@
 //! The [`CloudApi`] trait the engine calls, and its blanket impl for `Arc`.
 
+use std::net::Ipv4Addr;
+
 use async_trait::async_trait;
+use ipnet::Ipv4Net;
 
 use crate::error::CloudError;
 use crate::model::{
@@ -10,7 +13,7 @@ use crate::model::{
 
 /// A cloud, as the IPAM engine uses it. Every method may be called
 /// concurrently; implementations bound their own concurrency. The contract of
-/// each operation is the WIT's (`wit/0.1.0/provider.wit`).
+/// each operation is the WIT's (`wit/0.2.0/provider.wit`).
 #[async_trait]
 pub trait CloudApi: Send + Sync {
     fn info(&self) -> &ProviderInfo;
@@ -37,8 +40,8 @@ pub trait CloudApi: Send + Sync {
     async fn unassign_ips(
         &self,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[Ipv4Addr],
+        prefixes: &[Ipv4Net],
     ) -> Result<(), CloudError>;
 }
 
@@ -89,8 +92,8 @@ impl<T: CloudApi + ?Sized> CloudApi for std::sync::Arc<T> {
     async fn unassign_ips(
         &self,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[Ipv4Addr],
+        prefixes: &[Ipv4Net],
     ) -> Result<(), CloudError> {
         (**self)
             .unassign_ips(interface_id, addresses, prefixes)

@@ -1,7 +1,10 @@
-//! Why a call on a cloud failed: the provider's own typed error, or the host
-//! stopping a misbehaving or unreachable provider.
+//! Why a call on a cloud failed: the provider's own typed error, the host
+//! stopping a misbehaving or unreachable provider, or the host refusing an
+//! answer it cannot believe.
 
 use std::time::Duration;
+
+use crate::answer::BadField;
 
 /// The typed error a provider returned (the WIT `error` variant).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,6 +73,14 @@ pub enum CloudError {
         operation: &'static str,
         message: String,
     },
+    /// The provider answered something malformed or impossible; none of it
+    /// was believed.
+    #[error("provider {provider} answered {operation} with a bad {}: {}", bad.field, bad.detail)]
+    BadAnswer {
+        provider: String,
+        operation: &'static str,
+        bad: BadField,
+    },
 }
 
 /// Every value [`CloudError::response_code`] (or a success, `ok`) can take.
@@ -91,6 +102,7 @@ pub const RESPONSE_CODES: &[&str] = &[
     "memory-limit",
     "egress-denied",
     "host",
+    "bad-answer",
 ];
 
 impl CloudError {
@@ -115,6 +127,7 @@ impl CloudError {
             CloudError::MemoryLimit { .. } => "memory-limit",
             CloudError::EgressDenied { .. } => "egress-denied",
             CloudError::Host { .. } => "host",
+            CloudError::BadAnswer { .. } => "bad-answer",
         }
     }
 

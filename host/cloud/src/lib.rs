@@ -5,6 +5,7 @@
 //! implementation; test doubles and middleware (rate limits, metrics) are
 //! others. Nothing here knows about wasmtime, tokio or HTTP.
 
+pub mod answer;
 mod api;
 pub mod conformance;
 pub mod credentials;
@@ -15,6 +16,7 @@ pub mod rate;
 
 pub use api::CloudApi;
 pub use error::{CloudError, ProviderError, RESPONSE_CODES};
+pub use ipnet::Ipv4Net;
 pub use model::{
     Assigned, Capabilities, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
     NetworkInterface, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,

@@ -1,5 +1,14 @@
 //! The plain data a cloud answers with and is asked for: the WIT's records
-//! as the host models them. No behaviour beyond what the types say.
+//! as the host models them, addresses and networks typed. A value of these
+//! types has been parsed; whether it makes sense (an address in its subnet,
+//! one interface per device index) is `answer`'s to check. No behaviour
+//! beyond what the types say.
+
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+
+use crate::rate::RateModel;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Tag {
@@ -10,14 +19,14 @@ pub struct Tag {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vpc {
     pub id: String,
-    pub primary_cidr: String,
-    pub cidrs: Vec<String>,
+    pub primary_cidr: Ipv4Net,
+    pub cidrs: Vec<Ipv4Net>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subnet {
     pub id: String,
-    pub cidr: String,
+    pub cidr: Ipv4Net,
     pub availability_zone: String,
     pub vpc_id: String,
     pub available_addresses: u32,
@@ -39,9 +48,11 @@ pub struct NetworkInterface {
     pub index: u32,
     pub subnet_id: String,
     pub vpc_id: String,
-    pub primary_ip: String,
-    pub addresses: Vec<String>,
-    pub prefixes: Vec<String>,
+    pub primary_ip: Ipv4Addr,
+    /// Secondary addresses (the primary is not repeated).
+    pub addresses: Vec<Ipv4Addr>,
+    /// Delegated prefixes (/28 on AWS).
+    pub prefixes: Vec<Ipv4Net>,
     pub security_groups: Vec<String>,
     pub tags: Vec<Tag>,
     pub instance_id: Option<String>,
@@ -73,12 +84,16 @@ pub struct Capabilities {
     pub delete_interface: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProviderInfo {
     pub name: String,
     pub version: String,
     pub capabilities: Capabilities,
     pub max_concurrency: u32,
+    /// How the cloud throttles the provider's calls, as the provider declares
+    /// it (WIT 0.2.0 on); `None` from a provider built before providers
+    /// declared one.
+    pub rate_model: Option<RateModel>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +117,6 @@ pub enum IpRequest {
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Assigned {
-    pub addresses: Vec<String>,
-    pub prefixes: Vec<String>,
+    pub addresses: Vec<Ipv4Addr>,
+    pub prefixes: Vec<Ipv4Net>,
 }

@@ -1,13 +1,21 @@
-//! A cloud's rate model as data: its token buckets, what each [`Operation`]
-//! takes from which bucket, and how failed calls are retried. The engine's
-//! `LimitedCloud` keeps to it and the simulation's cloud model enforces it;
-//! which model applies is the per-cloud crate's knowledge (`ipam-clouds`),
-//! never a table hard-coded for every provider.
+//! A cloud's rate model as data. A provider declares it ([`RateModel`]:
+//! the cloud's buckets and the API calls each [`Operation`] makes); the
+//! operator's configuration may raise a bucket or add a global cap
+//! ([`RateSettings`]); [`RateLimits::from_model`] checks the declaration and
+//! turns it into what the engine's `LimitedCloud` keeps to: buckets, what
+//! each operation takes from which, and how failed calls are retried.
+//! Nothing here knows any cloud: the tables are the providers'.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 use crate::Operation;
+
+mod model;
+
+pub use model::{ApiCall, DeclaredBucket, OperationCost, RateModel, RateModelError, RateSettings};
 
 /// One token bucket: `burst` tokens at once, `per_second` added back.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -16,6 +24,60 @@ pub struct BucketConfig {
     pub burst: f64,
     /// Tokens added per second.
     pub per_second: f64,
+}
+
+/// A bucket given as `BURST:PER_SECOND` (`100:10`: 100 at once, 10 a second)
+/// that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a bucket: {problem} (write BURST:PER_SECOND, e.g. 100:10)")]
+pub struct BadBucketText {
+    pub text: String,
+    pub problem: &'static str,
+}
+
+impl BucketConfig {
+    /// Why these figures are not a bucket the host can keep to, if they are not.
+    pub fn problem(&self) -> Option<&'static str> {
+        if !(self.burst.is_finite() && self.burst >= 1.0) {
+            Some("the burst must be at least 1")
+        } else if !(self.per_second.is_finite() && self.per_second > 0.0) {
+            Some("the refill must be a number of tokens per second above 0")
+        } else {
+            None
+        }
+    }
+}
+
+impl FromStr for BucketConfig {
+    type Err = BadBucketText;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = |problem| BadBucketText {
+            text: text.to_string(),
+            problem,
+        };
+        let (burst, per_second) = text.split_once(':').ok_or_else(|| bad("no ':'"))?;
+        let bucket = BucketConfig {
+            burst: burst
+                .trim()
+                .parse()
+                .map_err(|_| bad("the burst is not a number"))?,
+            per_second: per_second
+                .trim()
+                .parse()
+                .map_err(|_| bad("the refill is not a number"))?,
+        };
+        match bucket.problem() {
+            Some(problem) => Err(bad(problem)),
+            None => Ok(bucket),
+        }
+    }
+}
+
+impl fmt::Display for BucketConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.burst, self.per_second)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -106,6 +168,15 @@ impl RateLimits {
     /// The buckets, in declaration order (costs index into this).
     pub fn buckets(&self) -> &[(String, BucketConfig)] {
         &self.buckets
+    }
+
+    /// One line for the log: each bucket with its figures.
+    pub fn summary(&self) -> String {
+        self.buckets
+            .iter()
+            .map(|(name, bucket)| format!("{name} {bucket}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// What one call of `operation` takes: (bucket index, tokens).

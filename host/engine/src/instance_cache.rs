@@ -11,14 +11,15 @@
 //! node), and nodes of known types never take it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use ipam_cloud::{
-    Assigned, CloudApi, CloudError, Instance, InstanceLimits, NetworkInterface, SecurityGroup,
-    Subnet, Vpc,
+    Assigned, CloudApi, CloudError, Instance, InstanceLimits, Ipv4Net, NetworkInterface,
+    SecurityGroup, Subnet, Vpc,
 };
 use ipam_pool::select::{pool_addresses, prefix_addresses};
 
@@ -167,7 +168,7 @@ impl InstanceCache {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .subnets
             .get(id)
-            .map(|s| s.cidr.clone())
+            .map(|s| s.cidr.to_string())
             .unwrap_or_default()
     }
 
@@ -339,12 +340,12 @@ impl InstanceCache {
                 let before = (eni.addresses.len(), eni.prefixes.len());
                 for address in &assigned.addresses {
                     if *address != eni.primary_ip && !eni.addresses.contains(address) {
-                        eni.addresses.push(address.clone());
+                        eni.addresses.push(*address);
                     }
                 }
                 for prefix in &assigned.prefixes {
                     if !eni.prefixes.contains(prefix) {
-                        eni.prefixes.push(prefix.clone());
+                        eni.prefixes.push(*prefix);
                     }
                 }
                 (
@@ -366,15 +367,15 @@ impl InstanceCache {
         &self,
         instance_id: &str,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[Ipv4Addr],
+        prefixes: &[Ipv4Net],
     ) {
         self.changed(instance_id);
         self.remember_released(
             addresses
                 .iter()
-                .cloned()
-                .chain(prefixes.iter().flat_map(|p| prefix_addresses(p))),
+                .map(ToString::to_string)
+                .chain(prefixes.iter().flat_map(prefix_addresses)),
         );
         let mut snapshot = self.write();
         let Some((subnet_id, freed)) = snapshot
@@ -431,8 +432,8 @@ mod tests {
         cache.unassigned(
             "i-1",
             "eni-1",
-            &["10.0.0.9".into()],
-            &["10.0.1.16/28".into()],
+            &["10.0.0.9".parse().unwrap()],
+            &["10.0.1.16/28".parse().unwrap()],
         );
         let withheld = cache.withheld();
         assert!(withheld.contains("10.0.0.9"));
@@ -446,7 +447,7 @@ mod tests {
         tokio::time::advance(Duration::from_secs(1)).await;
         assert!(cache.withheld().is_empty(), "free to use again");
         let no_cooldown = InstanceCache::new();
-        no_cooldown.unassigned("i-1", "eni-1", &["10.0.0.9".into()], &[]);
+        no_cooldown.unassigned("i-1", "eni-1", &["10.0.0.9".parse().unwrap()], &[]);
         assert!(no_cooldown.withheld().is_empty());
     }
 }

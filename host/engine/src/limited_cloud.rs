@@ -6,6 +6,7 @@
 //! knowledge (`ipam-clouds`); the arithmetic is the pure core's.
 
 use std::future::Future;
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,7 +15,7 @@ use async_trait::async_trait;
 use ipam_cloud::rate::{RateLimits, RetryPolicy};
 use ipam_cloud::{
     Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
-    NetworkInterface, Operation, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+    Ipv4Net, NetworkInterface, Operation, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 use ipam_pool::backoff::{jitter, retry_backoff, retryable};
 use ipam_pool::rate_buckets::RateBuckets;
@@ -190,8 +191,8 @@ impl<C: CloudApi> CloudApi for LimitedCloud<C> {
     async fn unassign_ips(
         &self,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[Ipv4Addr],
+        prefixes: &[Ipv4Net],
     ) -> Result<(), CloudError> {
         self.limited(Operation::UnassignIps, || {
             self.inner.unassign_ips(interface_id, addresses, prefixes)

@@ -237,7 +237,9 @@ async fn unassign(
             },
         )
         .await;
-    round.released.extend(addresses);
+    round
+        .released
+        .extend(addresses.iter().map(ToString::to_string));
     Ok(())
 }
 

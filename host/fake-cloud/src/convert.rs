@@ -10,6 +10,15 @@ use ipam_cloud as model;
 use ipam_provider_sdk as sdk;
 use mock_provider::FaultSpec;
 
+/// The mock's own address text: it only ever writes well-formed ones.
+fn ip(text: &str) -> std::net::Ipv4Addr {
+    text.parse().expect("the mock writes well-formed addresses")
+}
+
+fn net(text: &str) -> model::Ipv4Net {
+    text.parse().expect("the mock writes well-formed networks")
+}
+
 /// An SDK value as the model has it.
 pub(crate) trait IntoModel {
     type Model;
@@ -43,8 +52,8 @@ impl IntoModel for sdk::Vpc {
     fn into_model(self) -> model::Vpc {
         model::Vpc {
             id: self.id,
-            primary_cidr: self.primary_cidr,
-            cidrs: self.cidrs,
+            primary_cidr: net(&self.primary_cidr),
+            cidrs: self.cidrs.iter().map(|c| net(c)).collect(),
         }
     }
 }
@@ -54,7 +63,7 @@ impl IntoModel for sdk::Subnet {
     fn into_model(self) -> model::Subnet {
         model::Subnet {
             id: self.id,
-            cidr: self.cidr,
+            cidr: net(&self.cidr),
             availability_zone: self.availability_zone,
             vpc_id: self.vpc_id,
             available_addresses: self.available_addresses,
@@ -83,9 +92,9 @@ impl IntoModel for sdk::NetworkInterface {
             index: self.index,
             subnet_id: self.subnet_id,
             vpc_id: self.vpc_id,
-            primary_ip: self.primary_ip,
-            addresses: self.addresses,
-            prefixes: self.prefixes,
+            primary_ip: ip(&self.primary_ip),
+            addresses: self.addresses.iter().map(|a| ip(a)).collect(),
+            prefixes: self.prefixes.iter().map(|p| net(p)).collect(),
             security_groups: self.security_groups,
             tags: self.tags.into_model(),
             instance_id: self.instance_id,
@@ -123,8 +132,8 @@ impl IntoModel for sdk::Assigned {
     type Model = model::Assigned;
     fn into_model(self) -> model::Assigned {
         model::Assigned {
-            addresses: self.addresses,
-            prefixes: self.prefixes,
+            addresses: self.addresses.iter().map(|a| ip(a)).collect(),
+            prefixes: self.prefixes.iter().map(|p| net(p)).collect(),
         }
     }
 }

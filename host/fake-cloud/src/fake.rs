@@ -44,6 +44,7 @@ impl FakeCloud {
                 version: env!("CARGO_PKG_VERSION").into(),
                 capabilities,
                 max_concurrency,
+                rate_model: None,
             },
             cloud: Mutex::new(cloud),
             calls: CallCounter::default(),
@@ -235,12 +236,14 @@ impl CloudApi for FakeCloud {
     async fn unassign_ips(
         &self,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[std::net::Ipv4Addr],
+        prefixes: &[ipam_cloud::Ipv4Net],
     ) -> Result<(), CloudError> {
         let allowed = self.require(self.info.capabilities.release, "release addresses");
+        let addresses: Vec<String> = addresses.iter().map(ToString::to_string).collect();
+        let prefixes: Vec<String> = prefixes.iter().map(ToString::to_string).collect();
         self.call(Operation::UnassignIps, allowed, |c| {
-            c.unassign_ips(interface_id, addresses, prefixes)
+            c.unassign_ips(interface_id, &addresses, &prefixes)
         })
     }
 }

@@ -213,10 +213,11 @@ async fn a_created_interface_is_attached_tagged_and_addressed_from_its_subnet() 
     );
     assert_eq!(created.mac, "02:00:00:00:00:03", "the third interface made");
     assert_eq!(
-        created.primary_ip, "10.0.0.6",
+        created.primary_ip.to_string(),
+        "10.0.0.6",
         "lowest free after the two primaries"
     );
-    assert_eq!(created.addresses, ["10.0.0.7", "10.0.0.8"]);
+    assert_eq!(texts(&created.addresses), ["10.0.0.7", "10.0.0.8"]);
     let listed = cloud.instance("i-small").unwrap().interfaces;
     assert_eq!(listed.iter().map(|i| i.index).collect::<Vec<_>>(), [0, 1]);
     assert_eq!(listed[1], created);
@@ -229,9 +230,9 @@ async fn a_created_interface_is_attached_tagged_and_addressed_from_its_subnet() 
         .create_interface(&prefixed(create("i-pd", 1, "subnet-big", 1)))
         .await
         .unwrap();
-    assert_eq!(with_prefix.primary_ip, "10.0.0.9");
+    assert_eq!(with_prefix.primary_ip.to_string(), "10.0.0.9");
     assert_eq!(
-        with_prefix.prefixes,
+        texts(&with_prefix.prefixes),
         ["10.0.0.16/28"],
         "the lowest aligned free block"
     );
@@ -245,13 +246,13 @@ async fn assign_ips_answers_what_it_assigned_or_refuses_all_of_it() {
         .assign_ips(&primary, IpRequest::Addresses(2))
         .await
         .unwrap();
-    assert_eq!(assigned.addresses, ["10.0.0.6", "10.0.0.7"]);
+    assert_eq!(texts(&assigned.addresses), ["10.0.0.6", "10.0.0.7"]);
     assert!(assigned.prefixes.is_empty());
     let assigned = cloud
         .assign_ips(&primary, IpRequest::Prefixes(1))
         .await
         .unwrap();
-    assert_eq!(assigned.prefixes, ["10.0.0.16/28"]);
+    assert_eq!(texts(&assigned.prefixes), ["10.0.0.16/28"]);
     assert!(assigned.addresses.is_empty());
     // Primary, two addresses and a prefix: the four slots are taken.
     let on_tiny = cloud
@@ -342,20 +343,14 @@ async fn delete_and_unassign_are_idempotent_and_spare_the_primary() {
         (
             "the primary address",
             created.id.as_str(),
-            vec![created.primary_ip.clone()],
+            vec![created.primary_ip],
             "invalid-argument",
         ),
         (
             "not on the interface",
             created.id.as_str(),
-            vec!["10.0.0.200".to_string()],
+            vec!["10.0.0.200".parse().unwrap()],
             "ok",
-        ),
-        (
-            "not an address",
-            created.id.as_str(),
-            vec!["ten".to_string()],
-            "invalid-argument",
         ),
         ("unknown interface", "eni-nope", vec![], "not-found"),
     ];
@@ -473,7 +468,7 @@ async fn injected_failures_capabilities_and_call_counts() {
     );
     assert_eq!(code(cloud.get_vpcs().await), "throttled");
     assert_eq!(
-        cloud.get_vpcs().await.unwrap()[0].primary_cidr,
+        cloud.get_vpcs().await.unwrap()[0].primary_cidr.to_string(),
         "10.0.0.0/16"
     );
     assert_eq!(cloud.calls(Operation::GetVpcs), 3, "failed calls count too");
@@ -574,14 +569,14 @@ fn the_info_and_the_standard_cloud() {
         assert_eq!(instance.interfaces.len(), 1);
         assert_eq!(instance.interfaces[0].index, 0);
         assert_eq!(
-            instance.interfaces[0].primary_ip,
+            instance.interfaces[0].primary_ip.to_string(),
             format!("10.0.0.{}", 4 + n)
         );
         assert_eq!(instance.interfaces[0].security_groups, ["sg-nodes"]);
     }
     let subnet = cloud.subnet("subnet-a").unwrap();
     assert_eq!(
-        (subnet.cidr.as_str(), subnet.available_addresses),
+        (subnet.cidr.to_string().as_str(), subnet.available_addresses),
         ("10.0.0.0/16", 65531 - 3)
     );
     assert!(
@@ -591,7 +586,10 @@ fn the_info_and_the_standard_cloud() {
     let many = FakeCloud::standard(151);
     assert_eq!(many.instance("i-0149").unwrap().availability_zone, "zone-a");
     assert_eq!(many.instance("i-0150").unwrap().availability_zone, "zone-b");
-    assert_eq!(many.subnet("subnet-b").unwrap().cidr, "10.1.0.0/16");
+    assert_eq!(
+        many.subnet("subnet-b").unwrap().cidr.to_string(),
+        "10.1.0.0/16"
+    );
 }
 
 #[test]
@@ -753,4 +751,9 @@ async fn conformance_lists_every_check_it_could_not_run_with_the_reason() {
             .any(|line| line.contains("NOT RUN nothing the checks created is left detached")),
         "{printed:#?}"
     );
+}
+
+/// Addresses or networks as text, to compare with literals.
+fn texts<T: ToString>(items: &[T]) -> Vec<String> {
+    items.iter().map(ToString::to_string).collect()
 }

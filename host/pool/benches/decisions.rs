@@ -23,8 +23,10 @@ fn instance() -> Instance {
             index,
             subnet_id: "subnet-a".into(),
             vpc_id: "vpc-1".into(),
-            primary_ip: format!("10.0.{index}.1"),
-            addresses: (2..11).map(|a| format!("10.0.{index}.{a}")).collect(),
+            primary_ip: format!("10.0.{index}.1").parse().unwrap(),
+            addresses: (2..11)
+                .map(|a| format!("10.0.{index}.{a}").parse().unwrap())
+                .collect(),
             prefixes: Vec::new(),
             security_groups: vec!["sg-1".into()],
             tags: Vec::new(),
@@ -72,7 +74,7 @@ fn main() {
     let instance = instance();
     let subnets = [Subnet {
         id: "subnet-a".into(),
-        cidr: "10.0.0.0/16".into(),
+        cidr: "10.0.0.0/16".parse().unwrap(),
         availability_zone: "zone-a".into(),
         vpc_id: "vpc-1".into(),
         available_addresses: 1000,

@@ -48,13 +48,16 @@ pub fn eni_interfaces(
                 },
                 vpc: EniVpc {
                     id: eni.vpc_id.clone(),
-                    primary_cidr: vpc.map(|v| v.primary_cidr.clone()).unwrap_or_default(),
-                    cidrs: vpc.map(|v| v.cidrs.clone()).unwrap_or_default(),
+                    primary_cidr: vpc.map(|v| v.primary_cidr.to_string()).unwrap_or_default(),
+                    cidrs: vpc
+                        .map(|v| v.cidrs.iter().map(ToString::to_string).collect())
+                        .unwrap_or_default(),
                 },
-                addresses: std::iter::once(eni.primary_ip.clone())
-                    .chain(eni.addresses.iter().cloned())
+                addresses: std::iter::once(&eni.primary_ip)
+                    .chain(&eni.addresses)
+                    .map(ToString::to_string)
                     .collect(),
-                prefixes: eni.prefixes.clone(),
+                prefixes: eni.prefixes.iter().map(ToString::to_string).collect(),
                 security_groups: eni.security_groups.clone(),
                 tags: eni
                     .tags
@@ -91,8 +94,8 @@ pub fn azure_interfaces(
         .iter()
         .map(|nic| {
             let cidr = subnet_cidr(&nic.subnet_id);
-            let address = |ip: &String| AzureAddress {
-                ip: ip.clone(),
+            let address = |ip: &Ipv4Addr| AzureAddress {
+                ip: ip.to_string(),
                 subnet: nic.subnet_id.clone(),
                 state: AZURE_SUCCEEDED.into(),
             };
@@ -130,8 +133,8 @@ mod tests {
                 index: 0,
                 subnet_id: "subnet-1".into(),
                 vpc_id: "vnet-1".into(),
-                primary_ip: "10.240.0.4".into(),
-                addresses: vec!["10.240.0.5".into()],
+                primary_ip: "10.240.0.4".parse().unwrap(),
+                addresses: vec!["10.240.0.5".parse().unwrap()],
                 prefixes: Vec::new(),
                 security_groups: vec!["nsg-1".into()],
                 tags: Vec::new(),
@@ -159,8 +162,8 @@ mod tests {
     fn eni_interfaces_carry_the_vpc_and_every_address() {
         let vpc = Vpc {
             id: "vnet-1".into(),
-            primary_cidr: "10.240.0.0/12".into(),
-            cidrs: vec!["10.240.0.0/12".into()],
+            primary_cidr: "10.240.0.0/12".parse().unwrap(),
+            cidrs: vec!["10.240.0.0/12".parse().unwrap()],
         };
         let enis = eni_interfaces(&instance(), Some(&vpc), |_| "10.240.0.0/16".into());
         let eni = &enis["/subscriptions/s/networkInterfaces/nic-1"];

@@ -7,6 +7,7 @@
 //! go with their interface. The engine executes plans.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use ipam_ciliumnode::{AllocationIp, CiliumNode};
@@ -44,7 +45,7 @@ pub struct ReleasePlanInput<'a> {
 pub struct Unassign {
     pub interface: String,
     pub subnet: String,
-    pub addresses: Vec<String>,
+    pub addresses: Vec<Ipv4Addr>,
 }
 
 /// An interface to delete, and the pool addresses that go with it.
@@ -120,14 +121,14 @@ fn candidates<'a>(
 }
 
 /// Ready addresses grouped by the interface that has them; addresses no
-/// interface has any more are left out.
+/// interface has (any more, or ever: text that is no address) are left out.
 fn unassign_groups(instance: &Instance, ready: &[String]) -> Vec<Unassign> {
     let mut by_interface: BTreeMap<&str, Unassign> = BTreeMap::new();
-    for ip in ready {
+    for ip in ready.iter().filter_map(|ip| ip.parse::<Ipv4Addr>().ok()) {
         if let Some(interface) = instance
             .interfaces
             .iter()
-            .find(|i| i.addresses.contains(ip))
+            .find(|i| i.addresses.contains(&ip))
         {
             by_interface
                 .entry(&interface.id)
@@ -137,7 +138,7 @@ fn unassign_groups(instance: &Instance, ready: &[String]) -> Vec<Unassign> {
                     addresses: Vec::new(),
                 })
                 .addresses
-                .push(ip.clone());
+                .push(ip);
         }
     }
     by_interface.into_values().collect()

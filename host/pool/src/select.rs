@@ -104,29 +104,34 @@ pub fn addresses_to_release<'a>(
         .iter()
         .filter(|i| usable(i, first_interface_index, exclude_tags))
         .filter_map(|i| {
-            let mut unused: Vec<&String> =
-                i.addresses.iter().filter(|a| !used.contains(*a)).collect();
+            let mut unused: Vec<std::net::Ipv4Addr> = i
+                .addresses
+                .iter()
+                .copied()
+                .filter(|a| !used.contains(&a.to_string()))
+                .collect();
             if unused.is_empty() {
                 return None;
             }
             let in_use = i.addresses.len() - unused.len();
-            unused.sort_by_key(|a| std::cmp::Reverse(a.parse::<std::net::Ipv4Addr>().ok()));
+            unused.sort_by_key(|a| std::cmp::Reverse(*a));
             Some((i, in_use, unused))
         })
         .min_by_key(|(i, in_use, _)| (*in_use, std::cmp::Reverse(i.index)))
         .map(|(interface, _, unused)| ReleaseChoice {
             interface,
-            addresses: unused.into_iter().take(excess as usize).cloned().collect(),
+            addresses: unused
+                .into_iter()
+                .take(excess as usize)
+                .map(|a| a.to_string())
+                .collect(),
             why: "usable interface with the fewest used addresses (so it can empty out)",
         })
 }
 
 /// Every address of a delegated prefix (a /28 has no network or broadcast
-/// address to leave out); nothing for text that is not an IPv4 prefix.
-pub fn prefix_addresses(prefix: &str) -> Vec<String> {
-    let Ok(net) = prefix.parse::<ipnet::Ipv4Net>() else {
-        return Vec::new();
-    };
+/// address to leave out).
+pub fn prefix_addresses(net: &ipnet::Ipv4Net) -> Vec<String> {
     (u32::from(net.network())..=u32::from(net.broadcast()))
         .map(|a| std::net::Ipv4Addr::from(a).to_string())
         .collect()
@@ -137,11 +142,11 @@ pub fn prefix_addresses(prefix: &str) -> Vec<String> {
 /// use-primary-address (never the primary interface's: the node uses it).
 pub fn pool_addresses(interface: &NetworkInterface, use_primary_address: bool) -> Vec<String> {
     let primary =
-        (use_primary_address && interface.index != 0).then(|| interface.primary_ip.clone());
+        (use_primary_address && interface.index != 0).then(|| interface.primary_ip.to_string());
     primary
         .into_iter()
-        .chain(interface.addresses.iter().cloned())
-        .chain(interface.prefixes.iter().flat_map(|p| prefix_addresses(p)))
+        .chain(interface.addresses.iter().map(ToString::to_string))
+        .chain(interface.prefixes.iter().flat_map(prefix_addresses))
         .collect()
 }
 
@@ -325,9 +330,9 @@ mod tests {
             index,
             subnet_id: subnet.into(),
             vpc_id: "vpc".into(),
-            primary_ip: format!("10.0.{index}.1"),
+            primary_ip: format!("10.0.{index}.1").parse().unwrap(),
             addresses: (0..addresses)
-                .map(|a| format!("10.0.{index}.{}", a + 2))
+                .map(|a| format!("10.0.{index}.{}", a + 2).parse().unwrap())
                 .collect(),
             prefixes: Vec::new(),
             security_groups: vec![format!("sg-{index}")],
@@ -339,7 +344,7 @@ mod tests {
     fn subnet(id: &str, zone: &str, free: u32, tags: &[Tag]) -> Subnet {
         Subnet {
             id: id.into(),
-            cidr: "10.0.0.0/24".into(),
+            cidr: "10.0.0.0/24".parse().unwrap(),
             availability_zone: zone.into(),
             vpc_id: "vpc".into(),
             available_addresses: free,
@@ -357,7 +362,7 @@ mod tests {
         let used = |ips: &[&str]| ips.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
         let owner = tag("owner", "us");
         let mut with_prefix = owned(eni(3, 0, "s"));
-        with_prefix.prefixes.push("10.0.3.16/28".into());
+        with_prefix.prefixes.push("10.0.3.16/28".parse().unwrap());
         let interfaces = vec![
             owned(eni(0, 2, "s")),
             owned(eni(1, 3, "s")),
@@ -412,7 +417,10 @@ mod tests {
     fn free_slots_count_primary_addresses_and_prefixes() {
         let mut e = eni(1, 3, "s");
         assert_eq!(free_slots(&e, limits(10, 3)), 6);
-        e.prefixes = vec!["10.1.0.0/28".into(), "10.1.0.16/28".into()];
+        e.prefixes = vec![
+            "10.1.0.0/28".parse().unwrap(),
+            "10.1.0.16/28".parse().unwrap(),
+        ];
         assert_eq!(free_slots(&e, limits(10, 3)), 4);
         assert_eq!(
             free_slots(&eni(1, 12, "s"), limits(10, 3)),

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ipam_cloud::answer::RefusalSink;
 use ipam_cloud::credentials::{CredentialSource, StaticCredentials};
 use ipam_http_client::TrustRoots;
 
@@ -41,6 +42,9 @@ pub struct ProviderConfig {
     pub trust: TrustRoots,
     pub credentials: Arc<dyn CredentialSource>,
     pub limits: CallLimits,
+    /// Told of every answer the host refuses (a metrics registry); refusals
+    /// are logged either way.
+    pub refusals: Option<Arc<dyn RefusalSink>>,
 }
 
 impl ProviderConfig {
@@ -54,6 +58,7 @@ impl ProviderConfig {
             trust: TrustRoots::webpki(),
             credentials: Arc::new(StaticCredentials::default()),
             limits: CallLimits::default(),
+            refusals: None,
         }
     }
 }

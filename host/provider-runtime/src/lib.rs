@@ -6,6 +6,7 @@
 //! call, wasi:http behind a fail-closed egress allow-list with a pinned
 //! sender, and modules pulled from OCI registries by digest.
 
+mod answers;
 mod compile_cache;
 mod config;
 pub mod egress;

@@ -3,6 +3,7 @@
 //! call, and an instance that trapped or timed out replaced by a fresh one.
 
 use std::future::Future;
+use std::net::Ipv4Addr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,11 +16,12 @@ use wasmtime::{Engine, Store, Trap};
 use ipam_cloud::credentials::CredentialSource;
 use ipam_cloud::{
     Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
-    NetworkInterface, Operation, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+    Ipv4Net, NetworkInterface, Operation, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 use ipam_http_client::TrustRoots;
 use ipam_provider_module::ModuleInfo;
 
+use crate::answers::AnswerChecks;
 use crate::config::{CallLimits, ProviderConfig};
 use crate::egress::EgressPolicy;
 use crate::http_hooks::{DenialLog, EgressHooks};
@@ -72,6 +74,7 @@ pub struct WasmProvider {
     idle: Mutex<Vec<Live>>,
     live: Arc<AtomicU32>,
     instances_created: AtomicU64,
+    answers: AnswerChecks,
 }
 
 impl WasmProvider {
@@ -92,6 +95,7 @@ impl WasmProvider {
                 version: String::new(),
                 capabilities: Default::default(),
                 max_concurrency: 1,
+                rate_model: None,
             },
             module: module.info,
             engine: engine.clone(),
@@ -107,6 +111,7 @@ impl WasmProvider {
             idle: Mutex::new(Vec::new()),
             live: Arc::new(AtomicU32::new(0)),
             instances_created: AtomicU64::new(0),
+            answers: AnswerChecks::new(config.refusals),
         }
     }
 
@@ -390,17 +395,21 @@ impl CloudApi for WasmProvider {
     }
 
     async fn get_vpcs(&self) -> Result<Vec<Vpc>, CloudError> {
-        self.call(Operation::GetVpcs, |l| {
-            provider_call(l.bindings.get_vpcs(&mut l.store))
-        })
-        .await
+        let vpcs = self
+            .call(Operation::GetVpcs, |l| {
+                provider_call(l.bindings.get_vpcs(&mut l.store))
+            })
+            .await?;
+        Ok(self.answers.vpcs(&self.name, vpcs))
     }
 
     async fn get_subnets(&self) -> Result<Vec<Subnet>, CloudError> {
-        self.call(Operation::GetSubnets, |l| {
-            provider_call(l.bindings.get_subnets(&mut l.store))
-        })
-        .await
+        let subnets = self
+            .call(Operation::GetSubnets, |l| {
+                provider_call(l.bindings.get_subnets(&mut l.store))
+            })
+            .await?;
+        Ok(self.answers.subnets(&self.name, subnets))
     }
 
     async fn get_security_groups(&self) -> Result<Vec<SecurityGroup>, CloudError> {
@@ -413,10 +422,12 @@ impl CloudApi for WasmProvider {
     async fn get_instances(&self, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
         // Owned: a call's future may not borrow its caller's arguments.
         let ids = ids.to_vec();
-        self.call(Operation::GetInstances, |l| {
-            provider_call(async move { l.bindings.get_instances(&mut l.store, &ids).await })
-        })
-        .await
+        let instances = self
+            .call(Operation::GetInstances, |l| {
+                provider_call(async move { l.bindings.get_instances(&mut l.store, &ids).await })
+            })
+            .await?;
+        Ok(self.answers.instances(&self.name, instances))
     }
 
     async fn get_detached_interfaces(
@@ -424,37 +435,45 @@ impl CloudApi for WasmProvider {
         tags: &[Tag],
     ) -> Result<Vec<NetworkInterface>, CloudError> {
         let tags = tags.to_vec();
-        self.call(Operation::GetDetachedInterfaces, |l| {
-            provider_call(async move {
-                l.bindings
-                    .get_detached_interfaces(&mut l.store, &tags)
-                    .await
+        let interfaces = self
+            .call(Operation::GetDetachedInterfaces, |l| {
+                provider_call(async move {
+                    l.bindings
+                        .get_detached_interfaces(&mut l.store, &tags)
+                        .await
+                })
             })
-        })
-        .await
+            .await?;
+        Ok(self.answers.detached(&self.name, interfaces))
     }
 
     async fn get_instance_limits(&self, instance_type: &str) -> Result<InstanceLimits, CloudError> {
         let instance_type = instance_type.to_string();
-        self.call(Operation::GetInstanceLimits, |l| {
-            provider_call(async move {
-                l.bindings
-                    .get_instance_limits(&mut l.store, &instance_type)
-                    .await
+        let limits = self
+            .call(Operation::GetInstanceLimits, |l| {
+                provider_call(async move {
+                    l.bindings
+                        .get_instance_limits(&mut l.store, &instance_type)
+                        .await
+                })
             })
-        })
-        .await
+            .await?;
+        self.answers.limits(&self.name, limits)
     }
 
     async fn create_interface(
         &self,
         request: &CreateInterfaceRequest,
     ) -> Result<NetworkInterface, CloudError> {
-        let request = request.clone();
-        self.call(Operation::CreateInterface, |l| {
-            provider_call(async move { l.bindings.create_interface(&mut l.store, &request).await })
-        })
-        .await
+        let asked = request.clone();
+        let created = self
+            .call(Operation::CreateInterface, |l| {
+                provider_call(
+                    async move { l.bindings.create_interface(&mut l.store, &asked).await },
+                )
+            })
+            .await?;
+        self.answers.created(&self.name, request, created)
     }
 
     async fn delete_interface(&self, interface_id: &str) -> Result<(), CloudError> {
@@ -471,17 +490,22 @@ impl CloudApi for WasmProvider {
         request: IpRequest,
     ) -> Result<Assigned, CloudError> {
         let id = interface_id.to_string();
-        self.call(Operation::AssignIps, |l| {
-            provider_call(async move { l.bindings.assign_ips(&mut l.store, &id, request).await })
-        })
-        .await
+        let assigned = self
+            .call(Operation::AssignIps, |l| {
+                provider_call(
+                    async move { l.bindings.assign_ips(&mut l.store, &id, request).await },
+                )
+            })
+            .await?;
+        self.answers
+            .assigned(&self.name, interface_id, request, assigned)
     }
 
     async fn unassign_ips(
         &self,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[Ipv4Addr],
+        prefixes: &[Ipv4Net],
     ) -> Result<(), CloudError> {
         let (id, addresses, prefixes) = (
             interface_id.to_string(),

@@ -235,8 +235,8 @@ impl<C: CloudApi> CloudApi for CloudModel<C> {
     async fn unassign_ips(
         &self,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[std::net::Ipv4Addr],
+        prefixes: &[ipam_cloud::Ipv4Net],
     ) -> Result<(), CloudError> {
         self.call(
             Operation::UnassignIps,

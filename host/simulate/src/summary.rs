@@ -65,7 +65,8 @@ fn address_problems(instances: &[Instance], nodes: &[CiliumNode]) -> Vec<String>
     let mut on_instance: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for instance in instances {
         for eni in &instance.interfaces {
-            for address in std::iter::once(eni.primary_ip.clone()).chain(pool_addresses(eni, false))
+            for address in
+                std::iter::once(eni.primary_ip.to_string()).chain(pool_addresses(eni, false))
             {
                 if let Some(other) = seen.insert(address.clone(), eni.id.clone()) {
                     problems.push(format!("{address} is on {other} and {}", eni.id));

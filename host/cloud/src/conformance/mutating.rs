@@ -1,8 +1,11 @@
 //! Checks of the mutating operations, on one instance with room for another
 //! interface. Everything created is tagged and deleted at the end.
 
-use super::reading::{address, cidr, Snapshot};
+use std::net::Ipv4Addr;
+
+use super::reading::Snapshot;
 use super::Recorder;
+use crate::answer::{self, KnownNetworks};
 use crate::{
     Capabilities, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits,
     IpRequest, NetworkInterface, ProviderError, Subnet, Tag,
@@ -167,7 +170,7 @@ async fn secondaries_of(
     cloud: &dyn CloudApi,
     instance_id: &str,
     eni: &str,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<Ipv4Addr>, String> {
     let interfaces = interfaces_of(cloud, instance_id).await?;
     let found = interfaces
         .into_iter()
@@ -196,7 +199,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         return;
     };
     let instance_id = target.instance.id.clone();
-    let subnet_net = cidr(&target.subnet.cidr).ok();
+    let subnet_net = target.subnet.cidr;
     let tag = Tag {
         key: TAG_KEY.into(),
         value: "created".into(),
@@ -228,22 +231,18 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         }
     };
     created.push(eni.id.clone());
+    let mut known = KnownNetworks::default();
+    known.learn_subnets(&snapshot.subnets);
     r.record(
         CREATED,
-        if eni.index != request.index || eni.subnet_id != request.subnet_id {
-            Err(format!("got index {} subnet {}", eni.index, eni.subnet_id))
-        } else if eni.instance_id.as_deref() != Some(instance_id.as_str()) {
-            Err(format!("instance-id is {:?}", eni.instance_id))
-        } else if !eni.tags.contains(&tag) {
-            Err("the requested tag is missing".into())
-        } else if eni.addresses.len() != 1 {
-            Err(format!(
-                "asked 1 secondary address, got {:?}",
-                eni.addresses
-            ))
-        } else {
-            Ok(())
-        },
+        answer::check_created(&request, &eni, &known)
+            .map_err(|bad| bad.to_string())
+            .and_then(|()| {
+                eni.tags
+                    .contains(&tag)
+                    .then_some(())
+                    .ok_or_else(|| "the requested tag is missing".to_string())
+            }),
     );
     let listed = interfaces_of(cloud, &instance_id).await;
     r.record(
@@ -286,13 +285,11 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
         ASSIGN_ONE,
         match &assigned {
             Ok(a) if a.addresses.len() == 1 && a.prefixes.is_empty() => {
-                let ip = address(&a.addresses[0]);
-                match (ip, subnet_net) {
-                    (Ok(ip), Some(net)) if !net.contains(&ip) => {
-                        Err(format!("{ip} is outside {net}"))
-                    }
-                    (Err(e), _) => Err(e),
-                    _ => Ok(()),
+                let ip = a.addresses[0];
+                if subnet_net.contains(&ip) {
+                    Ok(())
+                } else {
+                    Err(format!("{ip} is outside {subnet_net}"))
                 }
             }
             Ok(a) => Err(format!("asked for 1 address, got {a:?}")),
@@ -331,8 +328,8 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
 
     if caps.prefixes && target.limits.prefix_delegation {
         let result = match cloud.assign_ips(&eni.id, IpRequest::Prefixes(1)).await {
-            Ok(a) if a.prefixes.len() == 1 => match (cidr(&a.prefixes[0]), subnet_net) {
-                (Ok(p), Some(net)) if p.prefix_len() == 28 && net.contains(&p) => {
+            Ok(a) if a.prefixes.len() == 1 => match a.prefixes[0] {
+                p if p.prefix_len() == 28 && subnet_net.contains(&p) => {
                     if caps.release {
                         cloud
                             .unassign_ips(&eni.id, &[], &a.prefixes)
@@ -342,10 +339,7 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
                         Ok(())
                     }
                 }
-                (p, _) => Err(format!(
-                    "got prefix {}, want a /28 of the subnet",
-                    shown(&p)
-                )),
+                p => Err(format!("got prefix {p}, want a /28 of {subnet_net}")),
             },
             Ok(a) => Err(format!("asked for 1 prefix, got {a:?}")),
             Err(e)
@@ -393,7 +387,12 @@ pub async fn run(cloud: &dyn CloudApi, snapshot: &Snapshot, r: &mut Recorder<'_>
                             "first unassign: {}; second: {}; then listed: {}",
                             shown(&a.map(|()| "ok")),
                             shown(&b.map(|()| "ok")),
-                            shown(&listed.map(|left| left.join(", ")))
+                            shown(&listed.map(|left| {
+                                left.iter()
+                                    .map(ToString::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            }))
                         )),
                     },
                 );

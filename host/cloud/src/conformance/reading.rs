@@ -1,11 +1,9 @@
 //! Checks of the read operations and of the answers' invariants.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
-
-use ipnet::Ipv4Net;
 
 use super::Recorder;
+use crate::answer::{self, KnownNetworks};
 use crate::{CloudApi, Instance, InstanceLimits, ProviderError, SecurityGroup, Subnet, Vpc};
 
 /// What the read checks saw, for the mutating checks to build on.
@@ -26,21 +24,6 @@ fn unique<'a>(what: &str, ids: impl Iterator<Item = &'a str>) -> Result<(), Stri
         }
     }
     Ok(())
-}
-
-pub fn cidr(text: &str) -> Result<Ipv4Net, String> {
-    let net: Ipv4Net = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not an IPv4 CIDR"))?;
-    if net.network() != net.addr() {
-        return Err(format!("{text} has host bits set"));
-    }
-    Ok(net)
-}
-
-pub fn address(text: &str) -> Result<Ipv4Addr, String> {
-    text.parse()
-        .map_err(|_| format!("{text:?} is not an IPv4 address"))
 }
 
 fn check_info(cloud: &dyn CloudApi) -> Result<(), String> {
@@ -67,9 +50,6 @@ fn check_info(cloud: &dyn CloudApi) -> Result<(), String> {
 fn check_vpcs(vpcs: &[Vpc]) -> Result<(), String> {
     unique("vpc", vpcs.iter().map(|v| v.id.as_str()))?;
     for vpc in vpcs {
-        for c in &vpc.cidrs {
-            cidr(c)?;
-        }
         if !vpc.cidrs.contains(&vpc.primary_cidr) {
             return Err(format!(
                 "vpc {}: primary cidr {} is not among its cidrs",
@@ -83,16 +63,12 @@ fn check_vpcs(vpcs: &[Vpc]) -> Result<(), String> {
 fn check_subnets(subnets: &[Subnet], vpcs: &[Vpc]) -> Result<(), String> {
     unique("subnet", subnets.iter().map(|s| s.id.as_str()))?;
     for subnet in subnets {
-        let net = cidr(&subnet.cidr)?;
+        let net = subnet.cidr;
         let vpc = vpcs
             .iter()
             .find(|v| v.id == subnet.vpc_id)
             .ok_or_else(|| format!("subnet {}: vpc {} was not listed", subnet.id, subnet.vpc_id))?;
-        let inside = vpc
-            .cidrs
-            .iter()
-            .filter_map(|c| cidr(c).ok())
-            .any(|v| v.contains(&net));
+        let inside = vpc.cidrs.iter().any(|v| v.contains(&net));
         if !inside {
             return Err(format!(
                 "subnet {} ({}) is outside vpc {}",
@@ -127,7 +103,7 @@ fn check_security_groups(groups: &[SecurityGroup], vpcs: &[Vpc]) -> Result<(), S
     Ok(())
 }
 
-fn check_instances(instances: &[Instance], subnets: &[Subnet]) -> Result<(), String> {
+fn check_instances(instances: &[Instance], vpcs: &[Vpc], subnets: &[Subnet]) -> Result<(), String> {
     unique("instance", instances.iter().map(|i| i.id.as_str()))?;
     unique(
         "interface",
@@ -135,41 +111,23 @@ fn check_instances(instances: &[Instance], subnets: &[Subnet]) -> Result<(), Str
             .iter()
             .flat_map(|i| i.interfaces.iter().map(|e| e.id.as_str())),
     )?;
-    let mut owner_of: BTreeMap<Ipv4Addr, String> = BTreeMap::new();
+    let mut known = KnownNetworks::default();
+    known.learn_vpcs(vpcs);
+    known.learn_subnets(subnets);
+    if let Some((_, bad)) = answer::check_instances(instances, &known)
+        .into_iter()
+        .next()
+    {
+        return Err(bad.to_string());
+    }
     for instance in instances {
-        let mut indices = BTreeSet::new();
+        let indices: BTreeSet<u32> = instance.interfaces.iter().map(|i| i.index).collect();
         for eni in &instance.interfaces {
-            let at = format!("instance {} interface {}", instance.id, eni.id);
-            if !indices.insert(eni.index) {
-                return Err(format!("{at}: device index {} used twice", eni.index));
-            }
-            if eni.instance_id.as_deref() != Some(instance.id.as_str()) {
-                return Err(format!("{at}: instance-id is {:?}", eni.instance_id));
-            }
-            let Some(subnet) = subnets.iter().find(|s| s.id == eni.subnet_id) else {
-                // A subnet outside the provider's selection: nothing to check against.
-                continue;
-            };
-            let net = cidr(&subnet.cidr)?;
-            let mut all = vec![eni.primary_ip.as_str()];
-            all.extend(eni.addresses.iter().map(String::as_str));
-            for text in all {
-                let ip = address(text)?;
-                if !net.contains(&ip) {
-                    return Err(format!(
-                        "{at}: {ip} is outside subnet {} ({net})",
-                        subnet.id
-                    ));
-                }
-                if let Some(other) = owner_of.insert(ip, eni.id.clone()) {
-                    return Err(format!("{ip} is on both {other} and {}", eni.id));
-                }
-            }
-            for prefix in &eni.prefixes {
-                let p = cidr(prefix)?;
-                if p.prefix_len() != 28 || !net.contains(&p) {
-                    return Err(format!("{at}: prefix {p} is not a /28 of subnet {net}"));
-                }
+            if let Some(prefix) = eni.prefixes.iter().find(|p| p.prefix_len() != 28) {
+                return Err(format!(
+                    "instance {} interface {}: prefix {prefix} is not a /28",
+                    instance.id, eni.id
+                ));
             }
         }
         if !instance.interfaces.is_empty() && !indices.contains(&0) {
@@ -190,12 +148,7 @@ fn check_within_limits(
         let Some(l) = limits.get(&instance.instance_type) else {
             continue;
         };
-        if l.max_interfaces == 0 || l.ipv4_per_interface == 0 {
-            return Err(format!(
-                "type {}: zero limits {l:?}",
-                instance.instance_type
-            ));
-        }
+        answer::check_limits(l).map_err(|bad| format!("type {}: {bad}", instance.instance_type))?;
         if instance.interfaces.len() as u32 > l.max_interfaces {
             return Err(format!(
                 "instance {} has {} interfaces, its type allows {}",
@@ -251,7 +204,7 @@ pub async fn run(cloud: &dyn CloudApi, r: &mut Recorder<'_>) -> Option<Snapshot>
     );
     r.record(
         "get-instances: indices, addresses in subnet, no address twice",
-        check_instances(&instances, &subnets),
+        check_instances(&instances, &vpcs, &subnets),
     );
 
     match instances.first() {

@@ -21,6 +21,7 @@ impl FakeCloud {
             version: "0.0.0".into(),
             capabilities: Default::default(),
             max_concurrency: 1,
+            rate_model: None,
         };
         Self {
             info,
@@ -97,7 +98,7 @@ impl CloudApi for FakeCloud {
                 index: r.index,
                 subnet_id: r.subnet_id.clone(),
                 vpc_id: String::new(),
-                primary_ip: String::new(),
+                primary_ip: std::net::Ipv4Addr::UNSPECIFIED,
                 addresses: Vec::new(),
                 prefixes: Vec::new(),
                 security_groups: Vec::new(),
@@ -115,8 +116,8 @@ impl CloudApi for FakeCloud {
     async fn unassign_ips(
         &self,
         _id: &str,
-        _a: &[String],
-        _p: &[String],
+        _a: &[std::net::Ipv4Addr],
+        _p: &[ipam_cloud::Ipv4Net],
     ) -> Result<(), CloudError> {
         self.called(Operation::UnassignIps)
     }

@@ -44,15 +44,20 @@ async fn nodes_converge_publish_their_interfaces_and_show_in_metrics() {
             assert_eq!(published.number, eni.index);
             assert_eq!(published.subnet.cidr, "10.0.0.0/16");
             assert_eq!(published.vpc.primary_cidr, "10.0.0.0/8");
-            assert_eq!(published.addresses[0], eni.primary_ip, "the primary first");
-            assert_eq!(published.addresses[1..], eni.addresses[..]);
+            assert_eq!(
+                published.addresses[0],
+                eni.primary_ip.to_string(),
+                "the primary first"
+            );
+            let secondaries: Vec<String> = eni.addresses.iter().map(ToString::to_string).collect();
+            assert_eq!(published.addresses[1..], secondaries[..]);
         }
-        let in_cloud: BTreeSet<&String> = instance
+        let in_cloud: BTreeSet<String> = instance
             .interfaces
             .iter()
-            .flat_map(|i| &i.addresses)
+            .flat_map(|i| i.addresses.iter().map(ToString::to_string))
             .collect();
-        let pool: BTreeSet<&String> = n.spec.ipam.pool.keys().collect();
+        let pool: BTreeSet<String> = n.spec.ipam.pool.keys().cloned().collect();
         assert_eq!(
             pool, in_cloud,
             "{name}: the pool is what the cloud assigned"

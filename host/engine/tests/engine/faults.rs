@@ -87,7 +87,7 @@ async fn an_index_conflict_on_create_is_survived_and_the_node_converges() {
         .ipam
         .pool
         .keys()
-        .all(|ip| ours.addresses.contains(ip)));
+        .all(|ip| ours.addresses.iter().any(|a| a.to_string() == *ip)));
     assert!(n1.status.ipam.operator_status.error.is_empty());
     running.stop().await;
 }

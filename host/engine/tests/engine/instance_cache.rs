@@ -116,7 +116,7 @@ async fn mutation_results_keep_the_cache_equal_to_the_cloud() {
     // A provider answering with every address the interface has, the
     // primary included (as moto does), adds nothing twice.
     let everything = Assigned {
-        addresses: [vec![eni.primary_ip.clone()], assigned.addresses.clone()].concat(),
+        addresses: [vec![eni.primary_ip], assigned.addresses.clone()].concat(),
         prefixes: prefixes.prefixes.clone(),
     };
     assert_eq!(
@@ -134,8 +134,8 @@ async fn mutation_results_keep_the_cache_equal_to_the_cloud() {
         "after create and assign"
     );
 
-    let release = vec![assigned.addresses[0].clone()];
-    let one_prefix = vec![prefixes.prefixes[0].clone()];
+    let release = vec![assigned.addresses[0]];
+    let one_prefix = vec![prefixes.prefixes[0]];
     cloud
         .unassign_ips(&eni.id, &release, &one_prefix)
         .await
@@ -149,7 +149,7 @@ async fn mutation_results_keep_the_cache_equal_to_the_cloud() {
         "three created, two assigned, one gone"
     );
     assert!(!left.addresses.contains(&release[0]));
-    assert_eq!(left.prefixes, [prefixes.prefixes[1].clone()]);
+    assert_eq!(left.prefixes, [prefixes.prefixes[1]]);
     assert_eq!(
         cache.snapshot(),
         fresh_listing(&cloud).await,

@@ -171,8 +171,8 @@ impl CloudApi for SteeredCloud {
     async fn unassign_ips(
         &self,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[std::net::Ipv4Addr],
+        prefixes: &[ipam_cloud::Ipv4Net],
     ) -> Result<(), CloudError> {
         self.call(
             Operation::UnassignIps,

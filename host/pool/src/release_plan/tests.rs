@@ -14,8 +14,8 @@ fn eni(index: u32, addresses: &[&str], tags: Vec<Tag>) -> NetworkInterface {
         index,
         subnet_id: format!("subnet-{index}"),
         vpc_id: "vpc-1".into(),
-        primary_ip: format!("10.0.{index}.1"),
-        addresses: addresses.iter().map(|a| a.to_string()).collect(),
+        primary_ip: format!("10.0.{index}.1").parse().unwrap(),
+        addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
         prefixes: Vec::new(),
         security_groups: Vec::new(),
         tags,
@@ -103,6 +103,10 @@ const ALL: Capabilities = Capabilities {
     delete_interface: true,
 };
 
+fn ips(ips: &[&str]) -> Vec<std::net::Ipv4Addr> {
+    ips.iter().map(|s| s.parse().unwrap()).collect()
+}
+
 fn strings(ips: &[&str]) -> Vec<String> {
     ips.iter().map(|s| s.to_string()).collect()
 }
@@ -135,7 +139,7 @@ fn an_interface_goes_whole_once_the_agent_released_all_of_it() {
         ReleaseAction::Unassign(vec![Unassign {
             interface: "eni-2".into(),
             subnet: "subnet-2".into(),
-            addresses: strings(&["10.0.2.2"]),
+            addresses: ips(&["10.0.2.2"]),
         }]),
         "not all of it yet: nothing is deleted (the ready one is unassigned)"
     );
@@ -178,7 +182,7 @@ fn a_whole_interface_is_deleted_only_with_freeing_on_and_a_provider_that_deletes
     let unassign = ReleaseAction::Unassign(vec![Unassign {
         interface: "eni-2".into(),
         subnet: "subnet-2".into(),
-        addresses: strings(&["10.0.2.2", "10.0.2.3"]),
+        addresses: ips(&["10.0.2.2", "10.0.2.3"]),
     }]);
     let t0 = Instant::now();
     assert_eq!(

@@ -4,13 +4,18 @@
 //! and its conversions to the `ipam-cloud` model; nothing outside this folder
 //! names a version's types. The rest of the runtime sees [`Bindings`] (an
 //! instance) and [`BindingsPre`] (a linked component), whose calls answer in
-//! the model's types.
+//! the model's types. Every version's answers are converted item by item:
+//! an item that does not convert (an address that does not parse) is
+//! [`Converted`]'s error, naming the field, for the caller to refuse.
 
 mod v0_1_0;
 
+use ipam_cloud::answer::BadField;
+use std::net::Ipv4Addr;
+
 use ipam_cloud::{
-    Assigned, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest, NetworkInterface,
-    ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+    Assigned, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest, Ipv4Net,
+    NetworkInterface, ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 use wasmtime::component::{Component, Linker};
 use wasmtime::Store;
@@ -20,6 +25,10 @@ use crate::state::StoreState;
 /// What a call into a guest gives: a trap or host error (outer), or the
 /// provider's answer (inner).
 pub type GuestResult<T> = wasmtime::Result<Result<T, ProviderError>>;
+
+/// One item of an answer in the model's types, or the field that would not
+/// convert.
+pub type Converted<T> = Result<T, BadField>;
 
 /// Add the `host` imports of every served version.
 pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
@@ -91,11 +100,17 @@ impl Bindings {
         dispatch!(self, store, configure(settings))
     }
 
-    pub async fn get_vpcs(&self, store: &mut Store<StoreState>) -> GuestResult<Vec<Vpc>> {
+    pub async fn get_vpcs(
+        &self,
+        store: &mut Store<StoreState>,
+    ) -> GuestResult<Vec<Converted<Vpc>>> {
         dispatch!(self, store, get_vpcs())
     }
 
-    pub async fn get_subnets(&self, store: &mut Store<StoreState>) -> GuestResult<Vec<Subnet>> {
+    pub async fn get_subnets(
+        &self,
+        store: &mut Store<StoreState>,
+    ) -> GuestResult<Vec<Converted<Subnet>>> {
         dispatch!(self, store, get_subnets())
     }
 
@@ -110,7 +125,7 @@ impl Bindings {
         &self,
         store: &mut Store<StoreState>,
         ids: &[String],
-    ) -> GuestResult<Vec<Instance>> {
+    ) -> GuestResult<Vec<Converted<Instance>>> {
         dispatch!(self, store, get_instances(ids))
     }
 
@@ -118,7 +133,7 @@ impl Bindings {
         &self,
         store: &mut Store<StoreState>,
         tags: &[Tag],
-    ) -> GuestResult<Vec<NetworkInterface>> {
+    ) -> GuestResult<Vec<Converted<NetworkInterface>>> {
         dispatch!(self, store, get_detached_interfaces(tags))
     }
 
@@ -134,7 +149,7 @@ impl Bindings {
         &self,
         store: &mut Store<StoreState>,
         request: &CreateInterfaceRequest,
-    ) -> GuestResult<NetworkInterface> {
+    ) -> GuestResult<Converted<NetworkInterface>> {
         dispatch!(self, store, create_interface(request))
     }
 
@@ -151,7 +166,7 @@ impl Bindings {
         store: &mut Store<StoreState>,
         interface_id: &str,
         request: IpRequest,
-    ) -> GuestResult<Assigned> {
+    ) -> GuestResult<Converted<Assigned>> {
         dispatch!(self, store, assign_ips(interface_id, request))
     }
 
@@ -159,8 +174,8 @@ impl Bindings {
         &self,
         store: &mut Store<StoreState>,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[Ipv4Addr],
+        prefixes: &[Ipv4Net],
     ) -> GuestResult<()> {
         dispatch!(self, store, unassign_ips(interface_id, addresses, prefixes))
     }

@@ -7,7 +7,9 @@ use ipam_cloud as cloud;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::Store;
 
-use super::GuestResult;
+use ipam_cloud::answer::{parse_address, parse_network, BadField};
+
+use super::{Converted, GuestResult};
 use crate::state::StoreState;
 
 wasmtime::component::bindgen!({
@@ -47,16 +49,21 @@ impl Pre {
     }
 }
 
-fn converted<A, B: From<A>>(answer: Result<A, t::Error>) -> Result<B, cloud::ProviderError> {
-    answer.map(Into::into).map_err(Into::into)
+/// Each item of a listing converted (an item that does not is its error).
+fn listing<A, B>(
+    answer: Result<Vec<A>, t::Error>,
+    convert: fn(A) -> Converted<B>,
+) -> Result<Vec<Converted<B>>, cloud::ProviderError> {
+    answer
+        .map(|items| items.into_iter().map(convert).collect())
+        .map_err(Into::into)
 }
 
-fn converted_list<A, B: From<A>>(
-    answer: Result<Vec<A>, t::Error>,
-) -> Result<Vec<B>, cloud::ProviderError> {
-    answer
-        .map(|items| items.into_iter().map(Into::into).collect())
-        .map_err(Into::into)
+fn converted<A, B>(
+    answer: Result<A, t::Error>,
+    convert: impl FnOnce(A) -> B,
+) -> Result<B, cloud::ProviderError> {
+    answer.map(convert).map_err(Into::into)
 }
 
 impl Instance {
@@ -80,17 +87,20 @@ impl Instance {
             .map_err(Into::into))
     }
 
-    pub async fn get_vpcs(&self, store: &mut Store<StoreState>) -> GuestResult<Vec<cloud::Vpc>> {
+    pub async fn get_vpcs(
+        &self,
+        store: &mut Store<StoreState>,
+    ) -> GuestResult<Vec<Converted<cloud::Vpc>>> {
         let provider = self.0.ipam_provider_provider();
-        Ok(converted_list(provider.call_get_vpcs(store).await?))
+        Ok(listing(provider.call_get_vpcs(store).await?, vpc))
     }
 
     pub async fn get_subnets(
         &self,
         store: &mut Store<StoreState>,
-    ) -> GuestResult<Vec<cloud::Subnet>> {
+    ) -> GuestResult<Vec<Converted<cloud::Subnet>>> {
         let provider = self.0.ipam_provider_provider();
-        Ok(converted_list(provider.call_get_subnets(store).await?))
+        Ok(listing(provider.call_get_subnets(store).await?, subnet))
     }
 
     pub async fn get_security_groups(
@@ -98,8 +108,9 @@ impl Instance {
         store: &mut Store<StoreState>,
     ) -> GuestResult<Vec<cloud::SecurityGroup>> {
         let provider = self.0.ipam_provider_provider();
-        Ok(converted_list(
+        Ok(converted(
             provider.call_get_security_groups(store).await?,
+            |groups| groups.into_iter().map(Into::into).collect(),
         ))
     }
 
@@ -107,10 +118,11 @@ impl Instance {
         &self,
         store: &mut Store<StoreState>,
         ids: &[String],
-    ) -> GuestResult<Vec<cloud::Instance>> {
+    ) -> GuestResult<Vec<Converted<cloud::Instance>>> {
         let provider = self.0.ipam_provider_provider();
-        Ok(converted_list(
+        Ok(listing(
             provider.call_get_instances(store, ids).await?,
+            instance,
         ))
     }
 
@@ -118,11 +130,12 @@ impl Instance {
         &self,
         store: &mut Store<StoreState>,
         tags: &[cloud::Tag],
-    ) -> GuestResult<Vec<cloud::NetworkInterface>> {
+    ) -> GuestResult<Vec<Converted<cloud::NetworkInterface>>> {
         let tags: Vec<t::Tag> = tags.iter().map(Into::into).collect();
         let provider = self.0.ipam_provider_provider();
-        Ok(converted_list(
+        Ok(listing(
             provider.call_get_detached_interfaces(store, &tags).await?,
+            |i| interface(i, "interfaces"),
         ))
     }
 
@@ -136,6 +149,7 @@ impl Instance {
             provider
                 .call_get_instance_limits(store, instance_type)
                 .await?,
+            Into::into,
         ))
     }
 
@@ -143,11 +157,12 @@ impl Instance {
         &self,
         store: &mut Store<StoreState>,
         request: &cloud::CreateInterfaceRequest,
-    ) -> GuestResult<cloud::NetworkInterface> {
+    ) -> GuestResult<Converted<cloud::NetworkInterface>> {
         let request: t::CreateInterfaceRequest = request.into();
         let provider = self.0.ipam_provider_provider();
         Ok(converted(
             provider.call_create_interface(store, &request).await?,
+            |i| interface(i, "interface"),
         ))
     }
 
@@ -168,12 +183,13 @@ impl Instance {
         store: &mut Store<StoreState>,
         interface_id: &str,
         request: cloud::IpRequest,
-    ) -> GuestResult<cloud::Assigned> {
+    ) -> GuestResult<Converted<cloud::Assigned>> {
         let provider = self.0.ipam_provider_provider();
         Ok(converted(
             provider
                 .call_assign_ips(store, interface_id, request.into())
                 .await?,
+            assigned,
         ))
     }
 
@@ -181,12 +197,14 @@ impl Instance {
         &self,
         store: &mut Store<StoreState>,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[std::net::Ipv4Addr],
+        prefixes: &[cloud::Ipv4Net],
     ) -> GuestResult<()> {
+        let addresses: Vec<String> = addresses.iter().map(ToString::to_string).collect();
+        let prefixes: Vec<String> = prefixes.iter().map(ToString::to_string).collect();
         let provider = self.0.ipam_provider_provider();
         Ok(provider
-            .call_unassign_ips(store, interface_id, addresses, prefixes)
+            .call_unassign_ips(store, interface_id, &addresses, &prefixes)
             .await?
             .map_err(Into::into))
     }
@@ -236,27 +254,40 @@ fn tags(tags: Vec<t::Tag>) -> Vec<cloud::Tag> {
     tags.into_iter().map(Into::into).collect()
 }
 
-impl From<t::Vpc> for cloud::Vpc {
-    fn from(v: t::Vpc) -> Self {
-        Self {
-            id: v.id,
-            primary_cidr: v.primary_cidr,
-            cidrs: v.cidrs,
-        }
-    }
+fn networks(at: &str, texts: &[String]) -> Converted<Vec<cloud::Ipv4Net>> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(n, text)| parse_network(&format!("{at}[{n}]"), text))
+        .collect()
 }
 
-impl From<t::Subnet> for cloud::Subnet {
-    fn from(s: t::Subnet) -> Self {
-        Self {
-            id: s.id,
-            cidr: s.cidr,
-            availability_zone: s.availability_zone,
-            vpc_id: s.vpc_id,
-            available_addresses: s.available_addresses,
-            tags: tags(s.tags),
-        }
-    }
+fn addresses(at: &str, texts: &[String]) -> Converted<Vec<std::net::Ipv4Addr>> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(n, text)| parse_address(&format!("{at}[{n}]"), text))
+        .collect()
+}
+
+fn vpc(v: t::Vpc) -> Converted<cloud::Vpc> {
+    let at = format!("vpcs[{}]", v.id);
+    Ok(cloud::Vpc {
+        primary_cidr: parse_network(&format!("{at}.primary-cidr"), &v.primary_cidr)?,
+        cidrs: networks(&format!("{at}.cidrs"), &v.cidrs)?,
+        id: v.id,
+    })
+}
+
+fn subnet(s: t::Subnet) -> Converted<cloud::Subnet> {
+    Ok(cloud::Subnet {
+        cidr: parse_network(&format!("subnets[{}].cidr", s.id), &s.cidr)?,
+        id: s.id,
+        availability_zone: s.availability_zone,
+        vpc_id: s.vpc_id,
+        available_addresses: s.available_addresses,
+        tags: tags(s.tags),
+    })
 }
 
 impl From<t::SecurityGroup> for cloud::SecurityGroup {
@@ -269,34 +300,44 @@ impl From<t::SecurityGroup> for cloud::SecurityGroup {
     }
 }
 
-impl From<t::NetworkInterface> for cloud::NetworkInterface {
-    fn from(i: t::NetworkInterface) -> Self {
-        Self {
-            id: i.id,
-            mac: i.mac,
-            index: i.index,
-            subnet_id: i.subnet_id,
-            vpc_id: i.vpc_id,
-            primary_ip: i.primary_ip,
-            addresses: i.addresses,
-            prefixes: i.prefixes,
-            security_groups: i.security_groups,
-            tags: tags(i.tags),
-            instance_id: i.instance_id,
-        }
-    }
+/// An interface, named in errors as `{base}[{id}]`.
+fn interface(i: t::NetworkInterface, base: &str) -> Converted<cloud::NetworkInterface> {
+    let at = format!("{base}[{}]", i.id);
+    Ok(cloud::NetworkInterface {
+        primary_ip: parse_address(&format!("{at}.primary-ip"), &i.primary_ip)?,
+        addresses: addresses(&format!("{at}.addresses"), &i.addresses)?,
+        prefixes: networks(&format!("{at}.prefixes"), &i.prefixes)?,
+        id: i.id,
+        mac: i.mac,
+        index: i.index,
+        subnet_id: i.subnet_id,
+        vpc_id: i.vpc_id,
+        security_groups: i.security_groups,
+        tags: tags(i.tags),
+        instance_id: i.instance_id,
+    })
 }
 
-impl From<t::Instance> for cloud::Instance {
-    fn from(i: t::Instance) -> Self {
-        Self {
-            id: i.id,
-            instance_type: i.instance_type,
-            availability_zone: i.availability_zone,
-            vpc_id: i.vpc_id,
-            interfaces: i.interfaces.into_iter().map(Into::into).collect(),
-        }
-    }
+fn instance(i: t::Instance) -> Converted<cloud::Instance> {
+    let base = format!("instances[{}].interfaces", i.id);
+    Ok(cloud::Instance {
+        interfaces: i
+            .interfaces
+            .into_iter()
+            .map(|eni| interface(eni, &base))
+            .collect::<Result<_, BadField>>()?,
+        id: i.id,
+        instance_type: i.instance_type,
+        availability_zone: i.availability_zone,
+        vpc_id: i.vpc_id,
+    })
+}
+
+fn assigned(a: t::Assigned) -> Converted<cloud::Assigned> {
+    Ok(cloud::Assigned {
+        addresses: addresses("assigned.addresses", &a.addresses)?,
+        prefixes: networks("assigned.prefixes", &a.prefixes)?,
+    })
 }
 
 impl From<t::Limits> for cloud::InstanceLimits {
@@ -323,6 +364,8 @@ impl From<t::ProviderInfo> for cloud::ProviderInfo {
                 delete_interface: c.delete_interface,
             },
             max_concurrency: i.max_concurrency,
+            // 0.1.0 has no way to declare one.
+            rate_model: None,
         }
     }
 }
@@ -348,15 +391,6 @@ impl From<cloud::IpRequest> for t::IpRequest {
         match r {
             cloud::IpRequest::Addresses(n) => Self::Addresses(n),
             cloud::IpRequest::Prefixes(n) => Self::Prefixes(n),
-        }
-    }
-}
-
-impl From<t::Assigned> for cloud::Assigned {
-    fn from(a: t::Assigned) -> Self {
-        Self {
-            addresses: a.addresses,
-            prefixes: a.prefixes,
         }
     }
 }

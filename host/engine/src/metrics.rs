@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use ipam_cloud::answer::{BadField, RefusalSink};
 use ipam_cloud::Operation;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -53,6 +54,14 @@ pub struct ApiCallLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabel {
+    pub provider: String,
+    pub operation: &'static str,
+    /// What was wrong (`outside-network`, `duplicate-address`, ...).
+    pub problem: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DurationLabel {
     /// `ip` (assign or unassign) or `interface` (create or delete).
     pub r#type: &'static str,
@@ -91,6 +100,7 @@ pub struct Metrics {
     pub api_duration_seconds: HistogramFamily<ApiCallLabel>,
     pub api_calls: Family<ApiCallLabel, Counter>,
     pub api_rate_limit_duration_seconds: HistogramFamily<OperationLabel>,
+    pub api_answers_refused: Family<RefusalLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -119,6 +129,7 @@ impl Metrics {
             api_duration_seconds: histogram_family(),
             api_calls: Family::default(),
             api_rate_limit_duration_seconds: histogram_family(),
+            api_answers_refused: Family::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -197,6 +208,12 @@ impl Metrics {
             "Time waited for the cloud's rate limit before a call, by operation",
             metrics.api_rate_limit_duration_seconds.clone(),
         );
+        r.register(
+            "api_answers_refused",
+            "Provider answers (a listed item, or a whole mutation's answer) refused as \
+             malformed or impossible, by provider, operation and problem",
+            metrics.api_answers_refused.clone(),
+        );
         metrics
     }
 
@@ -253,6 +270,18 @@ impl Metrics {
             .iter()
             .map(|&response_code| self.api_calls_with(operation, response_code))
             .sum()
+    }
+}
+
+impl RefusalSink for Metrics {
+    fn refused(&self, provider: &str, operation: Operation, bad: &BadField) {
+        self.api_answers_refused
+            .get_or_create(&RefusalLabel {
+                provider: provider.to_string(),
+                operation: operation.wit_name(),
+                problem: bad.problem.label(),
+            })
+            .inc();
     }
 }
 

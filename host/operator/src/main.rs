@@ -4,6 +4,7 @@
 mod cli;
 mod error_text;
 mod modules;
+mod rate_flags;
 mod serve;
 
 use clap::Parser;

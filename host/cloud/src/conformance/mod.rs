@@ -1,6 +1,7 @@
 //! The conformance suite: checks any [`CloudApi`] (a provider component, or
 //! anything else behind the trait) against the contract in
-//! `wit/0.1.0/provider.wit`: the shapes and invariants of every answer,
+//! `wit/0.2.0/provider.wit`: the shapes and invariants of every answer
+//! (the boundary checks of `crate::answer` among them), a whole rate model,
 //! idempotence where the WIT promises it, and typed errors for impossible
 //! requests. Mutating checks run only for the capabilities a provider declares,
 //! on one instance with room for an interface, and undo what they create; a

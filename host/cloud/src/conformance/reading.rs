@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Recorder;
 use crate::answer::{self, KnownNetworks};
+use crate::rate::{RateLimits, RateSettings};
 use crate::{CloudApi, Instance, InstanceLimits, ProviderError, SecurityGroup, Subnet, Vpc};
 
 /// What the read checks saw, for the mutating checks to build on.
@@ -43,6 +44,10 @@ fn check_info(cloud: &dyn CloudApi) -> Result<(), String> {
     }
     if info.max_concurrency == 0 {
         return Err("max-concurrency is 0".into());
+    }
+    if let Some(model) = &info.rate_model {
+        RateLimits::from_model(model, info.capabilities, &RateSettings::default())
+            .map_err(|e| format!("rate model: {e}"))?;
     }
     Ok(())
 }
@@ -172,7 +177,10 @@ fn check_within_limits(
 
 /// Run the read checks; `None` when the cloud could not even be listed.
 pub async fn run(cloud: &dyn CloudApi, r: &mut Recorder<'_>) -> Option<Snapshot> {
-    r.record("info: name, semver version, concurrency", check_info(cloud));
+    r.record(
+        "info: name, semver version, concurrency, a whole rate model",
+        check_info(cloud),
+    );
 
     let vpcs = cloud.get_vpcs().await;
     let subnets = cloud.get_subnets().await;

@@ -3,13 +3,16 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use ipam_cloud::answer::{BadField, RefusalSink};
 use ipam_cloud::conformance;
 use ipam_cloud::credentials::{Credentials, StaticCredentials};
+use ipam_cloud::rate::RateModel;
+use ipam_cloud::Operation;
 use ipam_provider_runtime::oci::{self, OciReference};
 use ipam_provider_runtime::{
     default_cache_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, TrustRoots,
@@ -180,6 +183,7 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
                     "path": path, "name": info.name, "version": info.version,
                     "wit-version": module.wit_version, "capabilities": capabilities,
                     "max-concurrency": info.max_concurrency, "size": module.size,
+                    "rate-model": info.rate_model.as_ref().map(rate_model_json),
                     "sha256": module.digest, "imports": module.imports, "exports": module.exports,
                 });
                 println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -195,6 +199,7 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
                 };
                 println!("capabilities:    {shown}");
                 println!("max concurrency: {}", info.max_concurrency);
+                print_rate_model(info.rate_model.as_ref());
                 println!("size:            {} bytes", module.size);
                 println!("sha256:          {}", module.digest);
                 println!("imports:");
@@ -210,7 +215,9 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
             accept_not_run,
         } => {
             let (path, bytes) = module_bytes(&module).await?;
-            let config = provider_config(&module, &run)?;
+            let mut config = provider_config(&module, &run)?;
+            let refusals = Arc::new(Refusals::default());
+            config.refusals = Some(refusals.clone());
             let started = Instant::now();
             let provider = runtime
                 .load(&bytes, config)
@@ -221,7 +228,10 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
                 provider.module().digest,
                 path.display()
             );
-            let report = conformance::run(&provider, &mut |check| println!("{check}")).await;
+            let mut report = conformance::run(&provider, &mut |check| println!("{check}")).await;
+            let refused = refusals.check();
+            println!("{refused}");
+            report.checks.push(refused);
             println!(
                 "conformance: {} passed, {} failed, {} not applicable, {} not run, in {:.2?}",
                 report.passed(),
@@ -240,6 +250,76 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
+    }
+}
+
+/// The answers the runtime refused during a conformance run, each a
+/// failure of the contract.
+#[derive(Default)]
+struct Refusals(Mutex<Vec<String>>);
+
+impl RefusalSink for Refusals {
+    fn refused(&self, provider: &str, operation: Operation, bad: &BadField) {
+        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        seen.push(format!("{provider} answered {operation} with a bad {bad}"));
+    }
+}
+
+impl Refusals {
+    fn check(&self) -> conformance::Check {
+        let seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        conformance::Check {
+            name: "no answer refused at the host's boundary checks",
+            outcome: if seen.is_empty() {
+                conformance::Outcome::Pass
+            } else {
+                conformance::Outcome::Fail(seen.join("; "))
+            },
+        }
+    }
+}
+
+fn rate_model_json(model: &RateModel) -> serde_json::Value {
+    serde_json::json!({
+        "buckets": model.buckets.iter().map(|b| serde_json::json!({
+            "name": b.name, "burst": b.burst, "per-second": b.per_second,
+        })).collect::<Vec<_>>(),
+        "costs": model.costs.iter().map(|c| serde_json::json!({
+            "operation": c.operation.wit_name(),
+            "calls": c.calls.iter().map(|call| serde_json::json!({
+                "name": call.name, "bucket": call.bucket,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn print_rate_model(model: Option<&RateModel>) {
+    let Some(model) = model else {
+        println!(
+            "rate model:      none declared (WIT 0.1.0): the host keeps one bucket, 4/s, burst 20"
+        );
+        return;
+    };
+    println!("rate model:");
+    for bucket in &model.buckets {
+        println!(
+            "  bucket {}: burst {}, {}/s",
+            bucket.name, bucket.burst, bucket.per_second
+        );
+    }
+    for cost in &model.costs {
+        let calls: Vec<String> = cost
+            .calls
+            .iter()
+            .map(|c| {
+                if c.name == c.bucket {
+                    c.name.clone()
+                } else {
+                    format!("{} ({})", c.name, c.bucket)
+                }
+            })
+            .collect();
+        println!("  {}: {}", cost.operation, calls.join(" + "));
     }
 }
 

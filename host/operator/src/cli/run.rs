@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use ipam_cloud::rate::BucketConfig;
 use ipam_cloud::CloudApi;
 use ipam_clouds::aws::credentials::{AwsCredentialConfig, RefreshingCredentials};
 use ipam_clouds::Cloud;
@@ -22,17 +23,16 @@ use ipam_provider_runtime::{CallLimits, ProviderRuntime, RuntimeConfig};
 use tokio::sync::watch;
 
 use super::provider::{load_config, module_bytes};
+use crate::rate_flags::{parse_bucket_override, rate_limits, rate_settings};
 use crate::serve::{serve, Endpoints};
 
-/// The cloud the provider talks to: its rate model and its provider's
-/// default egress.
+/// The cloud the provider talks to, for its provider's default egress (the
+/// rate model is the provider's own declaration).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CloudArg {
-    /// A cloud the host does not know: Cilium's client-side limit (one
-    /// bucket, 4/s, burst 20), no default egress.
+    /// A cloud the host does not know: no default egress.
     Generic,
-    /// EC2's per-API buckets; the AWS provider's EC2 endpoint as default
-    /// egress.
+    /// The AWS provider's EC2 endpoint as default egress.
     Aws,
 }
 
@@ -78,10 +78,25 @@ pub struct RunArgs {
     /// Where the provider's credentials come from.
     #[arg(long, env = "IPAM_CREDENTIALS_SOURCE", value_enum, default_value_t = CredentialsSource::File)]
     pub credentials_source: CredentialsSource,
-    /// The cloud the provider talks to: the rate model the engine keeps to
-    /// and the default egress allow-list.
+    /// The cloud the provider talks to: the default egress allow-list.
     #[arg(long, env = "IPAM_CLOUD", value_enum, default_value_t = CloudArg::Generic)]
     pub cloud: CloudArg,
+    /// Replace the figures of one bucket of the provider's declared rate
+    /// model (an account with raised limits): NAME=BURST:PER_SECOND, e.g.
+    /// AttachNetworkInterface=100:10; repeatable. A name the provider does
+    /// not declare is refused at start.
+    #[arg(
+        long = "rate-bucket",
+        env = "IPAM_RATE_BUCKETS",
+        value_delimiter = ',',
+        value_name = "NAME=BURST:PER_SECOND",
+        value_parser = parse_bucket_override
+    )]
+    pub rate_buckets: Vec<(String, BucketConfig)>,
+    /// A cap over every cloud API call of the provider, besides its own
+    /// buckets: BURST:PER_SECOND (Cilium's default is 20:4).
+    #[arg(long, env = "IPAM_RATE_GLOBAL_CAP", value_name = "BURST:PER_SECOND")]
+    pub rate_global_cap: Option<BucketConfig>,
     /// An origin the provider may reach (scheme://host[:port]); repeatable.
     #[arg(
         long = "allow-egress",
@@ -241,9 +256,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.credentials_source == CredentialsSource::Aws && cloud_kind != Cloud::Aws {
         tracing::warn!(
             cloud = ?cloud_kind,
-            "credentials come from the AWS chain but --cloud is not aws: EC2's rate model and the AWS provider's default egress are not applied"
+            "credentials come from the AWS chain but --cloud is not aws: the AWS provider's default egress is not applied"
         );
     }
+    let rate = rate_settings(&args.rate_buckets, args.rate_global_cap)?;
+    let metrics = Arc::new(Metrics::new());
+    provider_config.refusals = Some(metrics.clone());
     if provider_config.egress.is_empty() {
         provider_config.egress = cloud_kind
             .default_egress(&provider_config.settings)
@@ -258,10 +276,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("loading {}", path.display()))?;
     tracing::info!(provider = %provider.info().name, module = %path.display(), "provider loaded");
-    let metrics = Arc::new(Metrics::new());
-    let cloud = Arc::new(
-        LimitedCloud::new(provider, cloud_kind.rate_limits()).with_metrics(metrics.clone()),
-    );
+    let limits = rate_limits(provider.info(), &rate)?;
+    tracing::info!(buckets = %limits.summary(), "keeping to the cloud's rate limits");
+    let cloud = Arc::new(LimitedCloud::new(provider, limits).with_metrics(metrics.clone()));
 
     let client = kube_client(args.kubeconfig.as_deref()).await?;
     if args.register_crd && ipam_k8s::crd::ensure(client.clone()).await? {

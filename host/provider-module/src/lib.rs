@@ -5,7 +5,7 @@ use sha2::{Digest, Sha256};
 use wasmparser::{Encoding, Parser, Payload};
 
 /// WIT versions of `ipam:provider` this host serves.
-pub const SUPPORTED_WIT_VERSIONS: &[&str] = &["0.1.0"];
+pub const SUPPORTED_WIT_VERSIONS: &[&str] = &["0.1.0", "0.2.0"];
 
 /// Custom section the SDK stamps with the WIT version.
 pub const WIT_VERSION_SECTION: &str = "ipam-provider-wit-version";

@@ -97,9 +97,17 @@ impl StoreState {
         self.provider = provider;
     }
 
-    /// The provider's declared name, for its logs.
-    pub fn provider_name(&self) -> &str {
-        &self.provider
+    /// A line the guest logs (the `host` import of every WIT version),
+    /// tagged with the provider's declared name.
+    pub fn guest_log(&self, level: tracing::Level, message: &str) {
+        let provider: &str = &self.provider;
+        match level {
+            tracing::Level::TRACE => tracing::trace!(provider, "{message}"),
+            tracing::Level::DEBUG => tracing::debug!(provider, "{message}"),
+            tracing::Level::INFO => tracing::info!(provider, "{message}"),
+            tracing::Level::WARN => tracing::warn!(provider, "{message}"),
+            tracing::Level::ERROR => tracing::error!(provider, "{message}"),
+        }
     }
 
     /// What the guest gets when it asks for credentials.

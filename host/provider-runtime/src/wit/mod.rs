@@ -9,6 +9,7 @@
 //! [`Converted`]'s error, naming the field, for the caller to refuse.
 
 mod v0_1_0;
+mod v0_2_0;
 
 use ipam_cloud::answer::BadField;
 use std::net::Ipv4Addr;
@@ -32,17 +33,20 @@ pub type Converted<T> = Result<T, BadField>;
 
 /// Add the `host` imports of every served version.
 pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    v0_1_0::add_to_linker(linker)
+    v0_1_0::add_to_linker(linker)?;
+    v0_2_0::add_to_linker(linker)
 }
 
 /// A component linked for the version it was built against.
 pub enum BindingsPre {
     V0_1_0(v0_1_0::Pre),
+    V0_2_0(v0_2_0::Pre),
 }
 
 /// One instance of a provider, of whichever version.
 pub enum Bindings {
     V0_1_0(v0_1_0::Instance),
+    V0_2_0(v0_2_0::Instance),
 }
 
 /// The version a module declares is not one this host serves.
@@ -59,6 +63,7 @@ impl BindingsPre {
     ) -> Result<Self, LinkError> {
         match wit_version {
             "0.1.0" => Ok(BindingsPre::V0_1_0(v0_1_0::Pre::new(linker, component)?)),
+            "0.2.0" => Ok(BindingsPre::V0_2_0(v0_2_0::Pre::new(linker, component)?)),
             other => Err(LinkError::Version(UnservedVersion(other.to_string()))),
         }
     }
@@ -66,6 +71,7 @@ impl BindingsPre {
     pub async fn instantiate(&self, store: &mut Store<StoreState>) -> wasmtime::Result<Bindings> {
         match self {
             BindingsPre::V0_1_0(pre) => Ok(Bindings::V0_1_0(pre.instantiate(store).await?)),
+            BindingsPre::V0_2_0(pre) => Ok(Bindings::V0_2_0(pre.instantiate(store).await?)),
         }
     }
 }
@@ -83,6 +89,7 @@ macro_rules! dispatch {
     ($self:ident, $store:ident, $method:ident ( $($arg:expr),* )) => {
         match $self {
             Bindings::V0_1_0(instance) => instance.$method($store $(, $arg)*).await,
+            Bindings::V0_2_0(instance) => instance.$method($store $(, $arg)*).await,
         }
     };
 }

@@ -213,14 +213,14 @@ impl Instance {
 /// The `host` interface of this version, served from the store's state.
 impl wit_host::Host for StoreState {
     fn log(&mut self, level: wit_host::LogLevel, message: String) {
-        let provider = self.provider_name();
-        match level {
-            wit_host::LogLevel::Trace => tracing::trace!(provider, "{message}"),
-            wit_host::LogLevel::Debug => tracing::debug!(provider, "{message}"),
-            wit_host::LogLevel::Info => tracing::info!(provider, "{message}"),
-            wit_host::LogLevel::Warn => tracing::warn!(provider, "{message}"),
-            wit_host::LogLevel::Error => tracing::error!(provider, "{message}"),
-        }
+        let level = match level {
+            wit_host::LogLevel::Trace => tracing::Level::TRACE,
+            wit_host::LogLevel::Debug => tracing::Level::DEBUG,
+            wit_host::LogLevel::Info => tracing::Level::INFO,
+            wit_host::LogLevel::Warn => tracing::Level::WARN,
+            wit_host::LogLevel::Error => tracing::Level::ERROR,
+        };
+        self.guest_log(level, &message);
     }
 
     fn get_credentials(&mut self) -> Result<wit_host::Credentials, String> {

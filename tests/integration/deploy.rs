@@ -311,7 +311,7 @@ fn the_helm_chart_lints_and_every_example_renders_least_privilege_objects() {
         let objects = helm_template(values.map(PathBuf::as_path).as_slice());
         check_objects(&format!("helm {values:?}"), &objects);
     }
-    // The cloud decides the rate model, as with the kustomize overlays.
+    // The cloud decides the default egress, as with the kustomize overlays.
     for (values, cloud) in [
         (None, "generic"),
         (Some("aws.yaml"), "aws"),
@@ -319,7 +319,38 @@ fn the_helm_chart_lints_and_every_example_renders_least_privilege_objects() {
     ] {
         let objects = helm_template(values.map(example).as_deref().as_slice());
         assert_eq!(env(&objects, "IPAM_CLOUD"), Some(cloud), "{values:?}");
+        assert_eq!(env(&objects, "IPAM_RATE_BUCKETS"), None, "{values:?}");
     }
+}
+
+#[test]
+fn the_helm_chart_passes_rate_overrides_and_refuses_malformed_ones() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let raised = dir.path().join("raised.yaml");
+    std::fs::write(
+        &raised,
+        "provider:\n  image: x\n  rateBuckets:\n    AttachNetworkInterface: \"100:10\"\n    \
+         CreateNetworkInterface: \"200:10\"\n  rateGlobalCap: \"20:4\"\n",
+    )
+    .expect("values written");
+    let objects = helm_template(&[&raised]);
+    assert_eq!(
+        env(&objects, "IPAM_RATE_BUCKETS"),
+        Some("AttachNetworkInterface=100:10,CreateNetworkInterface=200:10")
+    );
+    assert_eq!(env(&objects, "IPAM_RATE_GLOBAL_CAP"), Some("20:4"));
+    let malformed = dir.path().join("malformed.yaml");
+    std::fs::write(&malformed, "provider:\n  image: x\n  rateGlobalCap: fast\n")
+        .expect("values written");
+    let output = helm([
+        OsStr::new("template"),
+        OsStr::new("t"),
+        chart().as_os_str(),
+        OsStr::new("--values"),
+        malformed.as_os_str(),
+    ]);
+    assert!(!output.status.success(), "a malformed cap renders");
+    assert!(stderr(&output).contains("rateGlobalCap"), "{}", stderr(&output));
 }
 
 #[test]

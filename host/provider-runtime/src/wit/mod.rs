@@ -84,6 +84,36 @@ pub enum LinkError {
     Wasmtime(#[from] wasmtime::Error),
 }
 
+/// The first export of a version's `provider` interface whose type is not
+/// the one its WIT gives: wasmtime's own type error names the field that
+/// differs but not the function, so each function is checked here, in the
+/// WIT's order, when a component is linked.
+macro_rules! first_mismatched_export {
+    ($pre:expr, $interface:literal, { $($name:literal: ($($param:ty),*) -> $result:ty;)* }) => {{
+        use wasmtime::component::types::ComponentItem;
+        let component = $pre.component();
+        let instance_type = $pre.instance_type();
+        let interface = component.get_export(None, $interface).map(|(_, index)| index);
+        let mut mismatch: Option<String> = None;
+        $(
+            if mismatch.is_none() {
+                if let Some((ComponentItem::ComponentFunc(func), _)) =
+                    interface.as_ref().and_then(|i| component.get_export(Some(i), $name))
+                {
+                    if let Err(error) = func.typecheck::<($($param,)*), ($result,)>(&instance_type) {
+                        mismatch = Some(format!(
+                            "export func `{}` of {} does not have the type the WIT gives it: {error:#}",
+                            $name, $interface
+                        ));
+                    }
+                }
+            }
+        )*
+        mismatch
+    }};
+}
+pub(crate) use first_mismatched_export;
+
 /// Every call, dispatched to the instance's version.
 macro_rules! dispatch {
     ($self:ident, $store:ident, $method:ident ( $($arg:expr),* )) => {

@@ -9,7 +9,7 @@ use wasmtime::Store;
 
 use ipam_cloud::answer::{parse_address, parse_network, BadField};
 
-use super::{Converted, GuestResult};
+use super::{first_mismatched_export, Converted, GuestResult};
 use crate::state::StoreState;
 
 wasmtime::component::bindgen!({
@@ -39,14 +39,34 @@ pub struct Instance(IpamProvider);
 
 impl Pre {
     pub fn new(linker: &Linker<StoreState>, component: &Component) -> wasmtime::Result<Self> {
-        Ok(Self(IpamProviderPre::new(
-            linker.instantiate_pre(component)?,
-        )?))
+        let pre = IpamProviderPre::new(linker.instantiate_pre(component)?)?;
+        match first_mismatched_export(pre.instance_pre()) {
+            Some(mismatch) => Err(wasmtime::format_err!("{mismatch}")),
+            None => Ok(Self(pre)),
+        }
     }
 
     pub async fn instantiate(&self, store: &mut Store<StoreState>) -> wasmtime::Result<Instance> {
         Ok(Instance(self.0.instantiate_async(store).await?))
     }
+}
+
+/// The first export whose type differs from this version's WIT.
+fn first_mismatched_export(pre: &wasmtime::component::InstancePre<StoreState>) -> Option<String> {
+    first_mismatched_export!(pre, "ipam:provider/provider@0.1.0", {
+        "info": () -> t::ProviderInfo;
+        "configure": (&str) -> Result<(), t::Error>;
+        "get-vpcs": () -> Result<Vec<t::Vpc>, t::Error>;
+        "get-subnets": () -> Result<Vec<t::Subnet>, t::Error>;
+        "get-security-groups": () -> Result<Vec<t::SecurityGroup>, t::Error>;
+        "get-instances": (&[String]) -> Result<Vec<t::Instance>, t::Error>;
+        "get-detached-interfaces": (&[t::Tag]) -> Result<Vec<t::NetworkInterface>, t::Error>;
+        "get-instance-limits": (&str) -> Result<t::Limits, t::Error>;
+        "create-interface": (&t::CreateInterfaceRequest) -> Result<t::NetworkInterface, t::Error>;
+        "delete-interface": (&str) -> Result<(), t::Error>;
+        "assign-ips": (&str, t::IpRequest) -> Result<t::Assigned, t::Error>;
+        "unassign-ips": (&str, &[String], &[String]) -> Result<(), t::Error>;
+    })
 }
 
 /// Each item of a listing converted (an item that does not is its error).

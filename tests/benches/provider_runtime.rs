@@ -1,6 +1,9 @@
 //! Provider runtime figures, printed (not asserted):
 //! - per-call cost of get-instances returning 1 instance with 15 interfaces
-//!   of 50 secondary addresses each, through the mock component;
+//!   of 50 secondary addresses each, through the mock component built for
+//!   WIT 0.2.0 (addresses as numbers) and the same cloud behind the 0.1.0
+//!   fixture (addresses as text), boundary checks included; and the checks
+//!   alone;
 //! - a fresh instance from the InstancePre (instantiate, info, configure);
 //! - module ready from the disk cache versus a cold compile (mock and aws).
 //!
@@ -8,6 +11,7 @@
 
 use std::time::{Duration, Instant};
 
+use ipam_cloud::answer::{self, KnownNetworks};
 use ipam_cloud::{CloudApi, CreateInterfaceRequest, IpRequest};
 use ipam_provider_runtime::{ProviderConfig, ProviderRuntime, RuntimeConfig};
 use ipam_tests::component;
@@ -43,9 +47,12 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-async fn call_overhead(runtime: &ProviderRuntime) {
+/// The same mock cloud through each served WIT version.
+const MOCKS: [(&str, &str); 2] = [("mock", "0.2.0"), ("mock-v0.1.0", "0.1.0")];
+
+async fn call_overhead(runtime: &ProviderRuntime, name: &str, version: &str) {
     let provider = runtime
-        .load(&component("mock"), config(big_instance_cloud()))
+        .load(&component(name), config(big_instance_cloud()))
         .await
         .expect("mock loads");
     let primary = provider.get_instances(&[]).await.unwrap()[0].interfaces[0]
@@ -83,16 +90,30 @@ async fn call_overhead(runtime: &ProviderRuntime) {
         std::hint::black_box(provider.get_instances(&ids).await.unwrap());
     }
     println!(
-        "get-instances (1 instance, {INTERFACES} interfaces x {ADDRESSES} addresses): {} per call over {n} calls",
+        "get-instances through WIT {version} (1 instance, {INTERFACES} interfaces x {ADDRESSES} addresses): {} per call over {n} calls",
         per_op(started.elapsed(), n)
     );
+    if version == MOCKS[0].1 {
+        let listing = std::slice::from_ref(instance);
+        let mut known = KnownNetworks::default();
+        known.learn_subnets(&provider.get_subnets().await.unwrap());
+        let n = 20_000;
+        let started = Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(answer::check_instances(std::hint::black_box(listing), &known));
+        }
+        println!(
+            "  of which the boundary checks of that listing (each address in its subnet, none twice, one index each): {} per listing",
+            per_op(started.elapsed(), n)
+        );
+    }
     let n = 20_000;
     let started = Instant::now();
     for _ in 0..n {
         std::hint::black_box(provider.get_vpcs().await.unwrap());
     }
     println!(
-        "get-vpcs (1 small record; the fixed cost of a call): {} per call over {n} calls",
+        "get-vpcs through WIT {version} (1 small record; the fixed cost of a call): {} per call over {n} calls",
         per_op(started.elapsed(), n)
     );
 }
@@ -178,7 +199,9 @@ fn main() {
         .build()
         .unwrap();
     if wanted("calls") {
-        tokio.block_on(call_overhead(&runtime));
+        for (name, version) in MOCKS {
+            tokio.block_on(call_overhead(&runtime, name, version));
+        }
     }
     if wanted("instantiate") {
         tokio.block_on(warm_instantiate(&runtime));

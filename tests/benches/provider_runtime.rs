@@ -100,7 +100,10 @@ async fn call_overhead(runtime: &ProviderRuntime, name: &str, version: &str) {
         let n = 20_000;
         let started = Instant::now();
         for _ in 0..n {
-            std::hint::black_box(answer::check_instances(std::hint::black_box(listing), &known));
+            std::hint::black_box(answer::check_instances(
+                std::hint::black_box(listing),
+                &known,
+            ));
         }
         println!(
             "  of which the boundary checks of that listing (each address in its subnet, none twice, one index each): {} per listing",

@@ -350,7 +350,11 @@ fn the_helm_chart_passes_rate_overrides_and_refuses_malformed_ones() {
         malformed.as_os_str(),
     ]);
     assert!(!output.status.success(), "a malformed cap renders");
-    assert!(stderr(&output).contains("rateGlobalCap"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("rateGlobalCap"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod engine;
 mod guest_logs;
 mod kubernetes;
 mod leak_gc;
+mod lying_guests;
 mod misbehaving_guests;
 mod mock_provider;
 mod module_cache;

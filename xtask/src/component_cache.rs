@@ -14,7 +14,7 @@ use crate::{build_cache, repo_root};
 const INPUTS: &[&str] = &[
     "providers/aws",
     "providers/sdk",
-    "wit/0.1.0",
+    "wit/0.2.0",
     "providers/Cargo.toml",
     "providers/Cargo.lock",
 ];

@@ -22,10 +22,18 @@ const DEBIAN_PACKAGES: &[&str] = &[
 /// Component file name for each cdylib package of `providers/` built on
 /// every run (cargo's own incremental build makes that cheap).
 const COMPONENTS: &[(&str, &str)] = &[
-    ("mock_provider", "mock"),
+    ("mock_component", "mock"),
     ("misbehave_provider", "misbehave"),
     ("future_wit_provider", "future-wit"),
+    ("mock_v0_1_0_provider", "mock-v0.1.0"),
 ];
+
+/// Packages of COMPONENTS built in a cargo invocation of their own. The
+/// 0.1.0 fixture links the SDK without its `component` feature (0.2.0's
+/// world, whose exports would be demanded of it); built with the rest of the
+/// workspace, cargo would unify the feature on. Its dependencies are rlibs,
+/// so both builds share the target directory without clobbering each other.
+const BUILT_ALONE: &[&str] = &["mock-v0-1-0-provider"];
 
 /// The AWS provider: package, artifact, component name. Built only when its
 /// inputs change (`component_cache`).
@@ -129,7 +137,15 @@ pub fn components_dir() -> PathBuf {
 
 pub fn build() -> Result<PathBuf, String> {
     let toolchain = choose_toolchain()?;
-    run(wasm_cargo(&toolchain, "build")?.args(["--workspace", "--exclude", AWS.0]))?;
+    let mut workspace = wasm_cargo(&toolchain, "build")?;
+    workspace.args(["--workspace", "--exclude", AWS.0]);
+    for package in BUILT_ALONE {
+        workspace.args(["--exclude", package]);
+    }
+    run(&mut workspace)?;
+    for package in BUILT_ALONE {
+        run(wasm_cargo(&toolchain, "build")?.args(["--package", package]))?;
+    }
     let out = components_dir();
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     for (artifact, name) in COMPONENTS {
@@ -210,8 +226,9 @@ pub fn clippy() -> Result<(), String> {
 }
 
 /// The guests' own unit tests (address math, faults, the SDK's helpers, the
-/// AWS provider's conversions and error mapping), run natively: only the
-/// crates that have them, as the other guests are cdylibs for wasm alone.
+/// AWS provider's conversions, error mapping and rate model, the misbehave
+/// guest's cloud and lies, the 0.1.0 fixture's conversions), run natively:
+/// only the crates that have them.
 /// The first run builds aws-sdk-ec2 natively (about 9 minutes on 2 cores);
 /// later ones reuse it from the build cache.
 pub fn unit_tests_command() -> Command {
@@ -227,6 +244,10 @@ pub fn unit_tests_command() -> Command {
             "ipam-provider-sdk",
             "--package",
             "aws-provider",
+            "--package",
+            "misbehave-provider",
+            "--package",
+            "mock-v0-1-0-provider",
         ]);
     cargo
 }

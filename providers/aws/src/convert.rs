@@ -1,14 +1,29 @@
-//! EC2's answers as WIT records. A field the WIT needs and EC2 left out is an
-//! error naming it, never a panic or an invented value.
+//! EC2's answers as WIT records. A field the WIT needs and EC2 left out, or
+//! an address or CIDR in EC2's text that does not parse, is an error naming
+//! it, never a panic or an invented value.
 
 use aws_sdk_ec2::operation::assign_private_ip_addresses::AssignPrivateIpAddressesOutput;
 use aws_sdk_ec2::types as ec2;
+use ipam_provider_sdk::net::parse_ipv4;
 use ipam_provider_sdk::{
-    Assigned, Error, Instance, IpRequest, Limits, NetworkInterface, SecurityGroup, Subnet, Tag, Vpc,
+    Assigned, Error, Instance, IpRequest, Ipv4, Ipv4Net, Limits, NetworkInterface, SecurityGroup,
+    Subnet, Tag, Vpc,
 };
 
 fn required<T>(value: Option<T>, what: &str, of: &str) -> Result<T, Error> {
     value.ok_or_else(|| Error::Other(format!("EC2 returned {of} without {what}")))
+}
+
+/// An address in EC2's text (`10.0.1.17`), as the WIT carries it.
+pub fn address(text: &str, what: &str, of: &str) -> Result<Ipv4, Error> {
+    parse_ipv4(text)
+        .map_err(|e| Error::Other(format!("EC2 returned {of} with an unreadable {what}: {e}")))
+}
+
+/// A CIDR in EC2's text (`10.0.0.0/16`), as the WIT carries it.
+pub fn network(text: &str, what: &str, of: &str) -> Result<Ipv4Net, Error> {
+    text.parse::<Ipv4Net>()
+        .map_err(|e| Error::Other(format!("EC2 returned {of} with an unreadable {what}: {e}")))
 }
 
 fn text(value: Option<&str>) -> String {
@@ -28,16 +43,17 @@ pub fn tags(tags: &[ec2::Tag]) -> Vec<Tag> {
 
 pub fn vpc(vpc: &ec2::Vpc) -> Result<Vpc, Error> {
     let id = required(vpc.vpc_id(), "an id", "a VPC")?.to_string();
-    let primary_cidr = required(vpc.cidr_block(), "a CIDR", &id)?.to_string();
-    let mut cidrs = vec![primary_cidr.clone()];
+    let primary_cidr = network(required(vpc.cidr_block(), "a CIDR", &id)?, "CIDR", &id)?;
+    let mut cidrs = vec![primary_cidr];
     for association in vpc.cidr_block_association_set() {
         let associated = association
             .cidr_block_state()
             .and_then(|s| s.state())
             .is_some_and(|s| *s == ec2::VpcCidrBlockStateCode::Associated);
-        if let Some(cidr) = association.cidr_block() {
-            if associated && cidr != primary_cidr {
-                cidrs.push(cidr.to_string());
+        if let (true, Some(cidr)) = (associated, association.cidr_block()) {
+            let cidr = network(cidr, "associated CIDR", &id)?;
+            if cidr != primary_cidr {
+                cidrs.push(cidr);
             }
         }
     }
@@ -51,7 +67,7 @@ pub fn vpc(vpc: &ec2::Vpc) -> Result<Vpc, Error> {
 pub fn subnet(subnet: &ec2::Subnet) -> Result<Subnet, Error> {
     let id = required(subnet.subnet_id(), "an id", "a subnet")?.to_string();
     Ok(Subnet {
-        cidr: required(subnet.cidr_block(), "a CIDR", &id)?.to_string(),
+        cidr: network(required(subnet.cidr_block(), "a CIDR", &id)?, "CIDR", &id)?,
         availability_zone: text(subnet.availability_zone()),
         vpc_id: required(subnet.vpc_id(), "a VPC", &id)?.to_string(),
         available_addresses: subnet
@@ -87,23 +103,26 @@ pub fn interface(eni: &ec2::NetworkInterface) -> Result<NetworkInterface, Error>
         ),
         None => (0, None),
     };
+    let primary_ip = required(eni.private_ip_address(), "a primary address", &id)?;
     Ok(NetworkInterface {
         mac: text(eni.mac_address()),
         index,
         subnet_id: text(eni.subnet_id()),
         vpc_id: text(eni.vpc_id()),
-        primary_ip: required(eni.private_ip_address(), "a primary address", &id)?.to_string(),
+        primary_ip: address(primary_ip, "primary address", &id)?,
         addresses: eni
             .private_ip_addresses()
             .iter()
             .filter(|a| a.primary() != Some(true))
-            .filter_map(|a| a.private_ip_address().map(str::to_string))
-            .collect(),
+            .filter_map(|a| a.private_ip_address())
+            .map(|a| address(a, "secondary address", &id))
+            .collect::<Result<_, _>>()?,
         prefixes: eni
             .ipv4_prefixes()
             .iter()
-            .filter_map(|p| p.ipv4_prefix().map(str::to_string))
-            .collect(),
+            .filter_map(|p| p.ipv4_prefix())
+            .map(|p| network(p, "prefix", &id))
+            .collect::<Result<_, _>>()?,
         security_groups: eni
             .groups()
             .iter()
@@ -167,17 +186,20 @@ pub fn assigned(
     answer: &AssignPrivateIpAddressesOutput,
     request: IpRequest,
 ) -> Result<Assigned, Error> {
+    let of = "an AssignPrivateIpAddresses answer";
     let assigned = Assigned {
         addresses: answer
             .assigned_private_ip_addresses()
             .iter()
-            .filter_map(|a| a.private_ip_address().map(str::to_string))
-            .collect(),
+            .filter_map(|a| a.private_ip_address())
+            .map(|a| address(a, "address", of))
+            .collect::<Result<_, _>>()?,
         prefixes: answer
             .assigned_ipv4_prefixes()
             .iter()
-            .filter_map(|p| p.ipv4_prefix().map(str::to_string))
-            .collect(),
+            .filter_map(|p| p.ipv4_prefix())
+            .map(|p| network(p, "prefix", of))
+            .collect::<Result<_, _>>()?,
     };
     let (asked, got, what) = match request {
         IpRequest::Addresses(n) => (n, assigned.addresses.len(), "addresses"),
@@ -239,6 +261,14 @@ mod tests {
         }
     }
 
+    fn ip(text: &str) -> Ipv4 {
+        parse_ipv4(text).unwrap()
+    }
+
+    fn net(text: &str) -> Ipv4Net {
+        text.parse().unwrap()
+    }
+
     /// Tags as (key, value) pairs, to compare (WIT records have no `==`).
     fn pairs(tags: &[Tag]) -> Vec<(&str, &str)> {
         tags.iter()
@@ -284,8 +314,43 @@ mod tests {
             .build();
         let converted = super::vpc(&vpc).expect("a whole VPC");
         assert_eq!(converted.id, "vpc-1");
-        assert_eq!(converted.primary_cidr, "10.0.0.0/16");
-        assert_eq!(converted.cidrs, ["10.0.0.0/16", "10.1.0.0/16"]);
+        assert_eq!(converted.primary_cidr, net("10.0.0.0/16"));
+        assert_eq!(converted.cidrs, [net("10.0.0.0/16"), net("10.1.0.0/16")]);
+    }
+
+    #[test]
+    fn a_cidr_ec2_gave_that_does_not_parse_is_an_error_naming_it() {
+        let bad_primary = ec2::Vpc::builder()
+            .vpc_id("vpc-1")
+            .cidr_block("10.0.0.0/16x")
+            .build();
+        assert_eq!(
+            other(super::vpc(&bad_primary).unwrap_err()),
+            "EC2 returned vpc-1 with an unreadable CIDR: \"10.0.0.0/16x\" is not an IPv4 network (a.b.c.d/n)"
+        );
+        let bad_associated = ec2::Vpc::builder()
+            .vpc_id("vpc-1")
+            .cidr_block("10.0.0.0/16")
+            .cidr_block_association_set(cidr_association(
+                "10.1.0.1/16",
+                ec2::VpcCidrBlockStateCode::Associated,
+            ))
+            .build();
+        assert_eq!(
+            other(super::vpc(&bad_associated).unwrap_err()),
+            "EC2 returned vpc-1 with an unreadable associated CIDR: \
+             10.1.0.1/16 has bits set past its length (the network is 10.1.0.0/16)"
+        );
+        let bad_subnet = ec2::Subnet::builder()
+            .subnet_id("subnet-1")
+            .cidr_block("2600:1f18::/64")
+            .vpc_id("vpc-1")
+            .build();
+        assert_eq!(
+            other(super::subnet(&bad_subnet).unwrap_err()),
+            "EC2 returned subnet-1 with an unreadable CIDR: \
+             \"2600:1f18::/64\" is not an IPv4 network (a.b.c.d/n)"
+        );
     }
 
     #[test]
@@ -327,7 +392,7 @@ mod tests {
             .build();
         let converted = super::subnet(&subnet).expect("a whole subnet");
         assert_eq!(converted.id, "subnet-1");
-        assert_eq!(converted.cidr, "10.0.1.0/24");
+        assert_eq!(converted.cidr, net("10.0.1.0/24"));
         assert_eq!(converted.availability_zone, "us-east-1a");
         assert_eq!(converted.vpc_id, "vpc-1");
         assert_eq!(converted.available_addresses, 250);
@@ -439,16 +504,46 @@ mod tests {
         assert_eq!(converted.index, 2);
         assert_eq!(converted.subnet_id, "subnet-1");
         assert_eq!(converted.vpc_id, "vpc-1");
-        assert_eq!(converted.primary_ip, "10.0.1.5");
+        assert_eq!(converted.primary_ip, ip("10.0.1.5"));
         assert_eq!(
             converted.addresses,
-            ["10.0.1.6", "10.0.1.7"],
+            [ip("10.0.1.6"), ip("10.0.1.7")],
             "the primary left out"
         );
-        assert_eq!(converted.prefixes, ["10.0.1.16/28"]);
+        assert_eq!(converted.prefixes, [net("10.0.1.16/28")]);
         assert_eq!(converted.security_groups, ["sg-1"]);
         assert_eq!(pairs(&converted.tags), [("ipam-operator/node", "n1")]);
         assert_eq!(converted.instance_id.as_deref(), Some("i-1"));
+    }
+
+    #[test]
+    fn an_interface_address_or_prefix_that_does_not_parse_is_an_error_naming_it() {
+        let mut bad_primary = attached_eni();
+        bad_primary.private_ip_address = Some("10.0.1.five".into());
+        assert_eq!(
+            other(interface(&bad_primary).unwrap_err()),
+            "EC2 returned eni-1 with an unreadable primary address: \
+             \"10.0.1.five\" is not an IPv4 address"
+        );
+        let mut bad_secondary = attached_eni();
+        bad_secondary
+            .private_ip_addresses
+            .get_or_insert_with(Vec::new)
+            .push(address("10.0.1.256", false));
+        assert_eq!(
+            other(interface(&bad_secondary).unwrap_err()),
+            "EC2 returned eni-1 with an unreadable secondary address: \
+             \"10.0.1.256\" is not an IPv4 address"
+        );
+        let mut bad_prefix = attached_eni();
+        bad_prefix.ipv4_prefixes = Some(vec![ec2::Ipv4PrefixSpecification::builder()
+            .ipv4_prefix("10.0.1.17/28")
+            .build()]);
+        assert_eq!(
+            other(interface(&bad_prefix).unwrap_err()),
+            "EC2 returned eni-1 with an unreadable prefix: \
+             10.0.1.17/28 has bits set past its length (the network is 10.0.1.16/28)"
+        );
     }
 
     #[test]
@@ -665,15 +760,37 @@ mod tests {
             IpRequest::Addresses(2),
         )
         .unwrap();
-        assert_eq!(got.addresses, ["10.0.1.20", "10.0.1.21"]);
+        assert_eq!(got.addresses, [ip("10.0.1.20"), ip("10.0.1.21")]);
         assert!(got.prefixes.is_empty());
         let got = assigned(
             &assign_answer(&[], &["10.0.1.32/28"]),
             IpRequest::Prefixes(1),
         )
         .unwrap();
-        assert_eq!(got.prefixes, ["10.0.1.32/28"]);
+        assert_eq!(got.prefixes, [net("10.0.1.32/28")]);
         assert!(got.addresses.is_empty());
+    }
+
+    #[test]
+    fn an_assign_answer_that_does_not_parse_is_an_error_not_a_panic() {
+        assert_eq!(
+            other(
+                assigned(
+                    &assign_answer(&["10.0.1.20", "fe80::1"], &[]),
+                    IpRequest::Addresses(2)
+                )
+                .unwrap_err()
+            ),
+            "EC2 returned an AssignPrivateIpAddresses answer with an unreadable address: \
+             \"fe80::1\" is not an IPv4 address"
+        );
+        assert_eq!(
+            other(
+                assigned(&assign_answer(&[], &["10.0.1.32"]), IpRequest::Prefixes(1)).unwrap_err()
+            ),
+            "EC2 returned an AssignPrivateIpAddresses answer with an unreadable prefix: \
+             \"10.0.1.32\" is not an IPv4 network (a.b.c.d/n)"
+        );
     }
 
     #[test]

@@ -6,8 +6,10 @@ use std::time::Duration;
 use aws_sdk_ec2::types::{
     NetworkInterfaceAttachmentChanges, ResourceType, Tag as Ec2Tag, TagSpecification,
 };
+use ipam_provider_sdk::net::ipv4_text;
 use ipam_provider_sdk::{
-    log, Assigned, CreateInterfaceRequest, Error, IpRequest, LogLevel, NetworkInterface,
+    log, Assigned, CreateInterfaceRequest, Error, IpRequest, Ipv4, Ipv4Net, LogLevel,
+    NetworkInterface,
 };
 
 use crate::convert;
@@ -233,42 +235,52 @@ impl Ec2 {
     }
 
     /// UnassignPrivateIpAddresses for the addresses, then for the prefixes
-    /// (EC2 takes one kind per call). Those no longer on the interface are
-    /// ignored: when EC2 refuses the list, the interface is read and the call
-    /// repeated with what it still has.
+    /// (EC2 takes one kind per call, as text). Those no longer on the
+    /// interface are ignored: when EC2 refuses the list, the interface is read
+    /// and the call repeated with what it still has.
     pub async fn unassign(
         &self,
         id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[Ipv4],
+        prefixes: &[Ipv4Net],
     ) -> Result<(), Error> {
-        for (list, are_prefixes) in [(addresses, false), (prefixes, true)] {
-            if list.is_empty() {
-                continue;
-            }
-            match self.unassign_once(id, list, are_prefixes).await {
+        if !addresses.is_empty() {
+            match self
+                .unassign_once(id, addresses_text(addresses), false)
+                .await
+            {
                 Err(error) if is_not_assigned(&error) => {
-                    let Some((interface, _)) = self.interface(id).await? else {
-                        return Err(Error::NotFound(format!("interface {id}")));
-                    };
-                    if !are_prefixes && list.contains(&interface.primary_ip) {
+                    let interface = self.still_there(id).await?;
+                    if addresses.contains(&interface.primary_ip) {
                         return Err(Error::InvalidArgument(format!(
                             "{} is the primary address of {id}",
-                            interface.primary_ip
+                            ipv4_text(interface.primary_ip)
                         )));
                     }
-                    let present = if are_prefixes {
-                        &interface.prefixes
-                    } else {
-                        &interface.addresses
-                    };
-                    let still: Vec<String> = list
+                    let still: Vec<Ipv4> = addresses
                         .iter()
-                        .filter(|a| present.contains(a))
-                        .cloned()
+                        .copied()
+                        .filter(|a| interface.addresses.contains(a))
                         .collect();
                     if !still.is_empty() {
-                        self.unassign_once(id, &still, are_prefixes).await?;
+                        self.unassign_once(id, addresses_text(&still), false)
+                            .await?;
+                    }
+                }
+                other => other?,
+            }
+        }
+        if !prefixes.is_empty() {
+            match self.unassign_once(id, prefixes_text(prefixes), true).await {
+                Err(error) if is_not_assigned(&error) => {
+                    let interface = self.still_there(id).await?;
+                    let still: Vec<Ipv4Net> = prefixes
+                        .iter()
+                        .copied()
+                        .filter(|p| interface.prefixes.contains(p))
+                        .collect();
+                    if !still.is_empty() {
+                        self.unassign_once(id, prefixes_text(&still), true).await?;
                     }
                 }
                 other => other?,
@@ -277,20 +289,60 @@ impl Ec2 {
         Ok(())
     }
 
-    async fn unassign_once(&self, id: &str, list: &[String], prefixes: bool) -> Result<(), Error> {
+    /// The interface as EC2 has it now; not-found when it is gone.
+    async fn still_there(&self, id: &str) -> Result<NetworkInterface, Error> {
+        match self.interface(id).await? {
+            Some((interface, _)) => Ok(interface),
+            None => Err(Error::NotFound(format!("interface {id}"))),
+        }
+    }
+
+    async fn unassign_once(
+        &self,
+        id: &str,
+        list: Vec<String>,
+        prefixes: bool,
+    ) -> Result<(), Error> {
         let unassign = self
             .client
             .unassign_private_ip_addresses()
             .network_interface_id(id);
         let unassign = if prefixes {
-            unassign.set_ipv4_prefixes(Some(list.to_vec()))
+            unassign.set_ipv4_prefixes(Some(list))
         } else {
-            unassign.set_private_ip_addresses(Some(list.to_vec()))
+            unassign.set_private_ip_addresses(Some(list))
         };
         unassign
             .send()
             .await
             .map(drop)
             .map_err(|e| from_sdk("UnassignPrivateIpAddresses", e))
+    }
+}
+
+/// Addresses as EC2 takes them (`10.0.1.17`).
+fn addresses_text(addresses: &[Ipv4]) -> Vec<String> {
+    addresses.iter().copied().map(ipv4_text).collect()
+}
+
+/// Prefixes as EC2 takes them (`10.0.1.16/28`). The host checked them as
+/// networks before calling.
+fn prefixes_text(prefixes: &[Ipv4Net]) -> Vec<String> {
+    prefixes.iter().map(Ipv4Net::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_and_prefixes_go_to_ec2_in_its_text() {
+        let addresses = [0x0a00_0111, 0x6440_0a63];
+        assert_eq!(addresses_text(&addresses), ["10.0.1.17", "100.64.10.99"]);
+        let prefixes = [
+            "10.0.1.16/28".parse().unwrap(),
+            "10.0.2.0/28".parse().unwrap(),
+        ];
+        assert_eq!(prefixes_text(&prefixes), ["10.0.1.16/28", "10.0.2.0/28"]);
     }
 }

@@ -10,6 +10,7 @@ mod client;
 mod convert;
 mod errors;
 mod interfaces;
+mod rate_model;
 mod read;
 mod settings;
 
@@ -17,7 +18,8 @@ use std::future::Future;
 
 use ipam_provider_sdk::{
     export_provider, Assigned, Capabilities, CreateInterfaceRequest, Error, Instance, IpRequest,
-    Limits, NetworkInterface, Provider, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+    Ipv4, Ipv4Net, Limits, NetworkInterface, Provider, ProviderInfo, SecurityGroup, Subnet, Tag,
+    Vpc,
 };
 
 use settings::Settings;
@@ -62,12 +64,13 @@ impl Provider for AwsProvider {
             // Nothing is kept in the guest but the client: instances are
             // interchangeable, and the operator's rate limits bound the calls.
             max_concurrency: 8,
+            // EC2's per-action buckets and the calls of each operation.
+            rate_model: rate_model::rate_model(),
         }
     }
 
     fn configure(&mut self, settings: &str) -> Result<(), Error> {
-        let settings = Settings::parse(settings)
-            .map_err(|why| Error::InvalidArgument(format!("aws settings: {why}")))?;
+        let settings = Settings::parse(settings)?;
         self.ec2 = Some(Ec2 {
             client: client::build(&settings),
             settings,
@@ -117,8 +120,8 @@ impl Provider for AwsProvider {
     fn unassign_ips(
         &mut self,
         interface_id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[Ipv4],
+        prefixes: &[Ipv4Net],
     ) -> Result<(), Error> {
         self.run(|ec2| ec2.unassign(interface_id, addresses, prefixes))
     }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use ipam_provider_sdk::Error;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -74,10 +75,13 @@ pub fn cluster_tag_key(cluster_name: &str) -> String {
 }
 
 impl Settings {
-    /// Parse and check the settings; the error says what is wrong.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let settings: Settings = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        settings.check()?;
+    /// Parse and check the settings; invalid-argument says what is wrong,
+    /// and where (`settings: subnet-tags.tier: ...`).
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        let settings: Settings = ipam_provider_sdk::settings::parse(text)?;
+        settings
+            .check()
+            .map_err(|why| Error::InvalidArgument(format!("settings: {why}")))?;
         Ok(settings)
     }
 
@@ -132,5 +136,56 @@ impl Settings {
             return Err("cluster-name is empty".to_string());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(json: &str) -> String {
+        match Settings::parse(json) {
+            Err(Error::InvalidArgument(text)) => text,
+            other => panic!("{json}: expected invalid-argument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn good_settings_take_their_defaults() {
+        let settings = Settings::parse(r#"{"region": "us-east-1", "cluster-name": "c1"}"#)
+            .expect("good settings");
+        assert_eq!(settings.region, "us-east-1");
+        assert_eq!(settings.page_size, 1000);
+        assert_eq!(settings.max_attempts, 3);
+        assert_eq!(cluster_tag_key("c1"), "kubernetes.io/cluster/c1");
+    }
+
+    #[test]
+    fn a_bad_setting_is_named_by_its_key_path() {
+        assert_eq!(
+            refused(r#"{"region": "us-east-1", "subnet-tags": {"tier": 2}}"#),
+            "settings: subnet-tags.tier: invalid type: integer `2`, expected a string"
+        );
+        assert_eq!(
+            refused(r#"{"subnet-ids": []}"#),
+            "settings: missing field `region`"
+        );
+        let unknown = refused(r#"{"region": "us-east-1", "regoin": "x"}"#);
+        assert!(
+            unknown.starts_with("settings: regoin: unknown field `regoin`"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn values_out_of_range_are_refused_after_parsing() {
+        assert_eq!(
+            refused(r#"{"region": "us-east-1", "page-size": 2}"#),
+            "settings: page-size 2: expected 5 to 1000"
+        );
+        assert_eq!(
+            refused(r#"{"region": "US East"}"#),
+            "settings: region \"US East\": expected a region name such as us-east-1"
+        );
     }
 }

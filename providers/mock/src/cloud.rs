@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use ipam_provider_sdk::{
-    Assigned, CreateInterfaceRequest, Error, Instance, IpRequest, Limits, NetworkInterface,
-    SecurityGroup, Subnet, Tag, Vpc,
+    Assigned, CreateInterfaceRequest, Error, Instance, IpRequest, Ipv4, Ipv4Net, Limits,
+    NetworkInterface, SecurityGroup, Subnet, Tag, Vpc,
 };
 
 use crate::faults::Faults;
@@ -22,6 +22,7 @@ use crate::settings::{InstanceTypeSpec, Settings, SubnetSpec};
 #[derive(Debug)]
 struct SubnetState {
     spec: SubnetSpec,
+    cidr: Ipv4Net,
     pool: AddressPool,
 }
 
@@ -41,6 +42,7 @@ struct Eni {
     vpc_id: String,
     primary_ip: Ipv4Addr,
     addresses: Vec<Ipv4Addr>,
+    /// The first address of each /28.
     prefixes: Vec<Ipv4Addr>,
     security_groups: Vec<String>,
     tags: Vec<Tag>,
@@ -85,28 +87,34 @@ impl Cloud {
             ..Default::default()
         };
         for vpc in settings.vpcs {
-            let primary = vpc
+            let cidrs = vpc
                 .cidrs
+                .iter()
+                .map(|cidr| cidr.parse::<Ipv4Net>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| invalid(format!("vpc {}: {e}", vpc.id)))?;
+            let primary = *cidrs
                 .first()
                 .ok_or_else(|| invalid(format!("vpc {}: no cidrs", vpc.id)))?;
-            for cidr in &vpc.cidrs {
-                crate::pool::parse_cidr(cidr).map_err(invalid)?;
-            }
             if cloud.vpcs.iter().any(|v| v.id == vpc.id) {
                 return Err(invalid(format!("vpc {}: defined twice", vpc.id)));
             }
             cloud.vpcs.push(Vpc {
                 id: vpc.id,
-                primary_cidr: primary.clone(),
-                cidrs: vpc.cidrs,
+                primary_cidr: primary,
+                cidrs,
             });
         }
         for spec in settings.subnets {
             cloud
                 .vpc(&spec.vpc_id)
                 .map_err(|_| invalid(format!("subnet {}: unknown vpc", spec.id)))?;
-            let mut pool = AddressPool::new(&spec.cidr)
+            let cidr: Ipv4Net = spec
+                .cidr
+                .parse()
                 .map_err(|e| invalid(format!("subnet {}: {e}", spec.id)))?;
+            let mut pool =
+                AddressPool::new(cidr).map_err(|e| invalid(format!("subnet {}: {e}", spec.id)))?;
             for addr in &spec.occupied {
                 let ip: Ipv4Addr = addr
                     .parse()
@@ -121,7 +129,7 @@ impl Cloud {
             let id = spec.id.clone();
             if cloud
                 .subnets
-                .insert(id.clone(), SubnetState { spec, pool })
+                .insert(id.clone(), SubnetState { spec, cidr, pool })
                 .is_some()
             {
                 return Err(invalid(format!("subnet {id}: defined twice")));
@@ -273,7 +281,7 @@ impl Cloud {
             .values()
             .map(|s| Subnet {
                 id: s.spec.id.clone(),
-                cidr: s.spec.cidr.clone(),
+                cidr: s.cidr,
                 availability_zone: s.spec.availability_zone.clone(),
                 vpc_id: s.spec.vpc_id.clone(),
                 available_addresses: s.pool.available(),
@@ -552,10 +560,10 @@ impl Cloud {
             .get_mut(id)
             .ok_or_else(|| Error::NotFound(format!("interface {id}")))?;
         if prefixes {
-            assigned.prefixes = taken.iter().map(|p| format!("{p}/{PREFIX_LEN}")).collect();
+            assigned.prefixes = taken.iter().map(prefix_net).collect();
             eni.prefixes.extend(taken);
         } else {
-            assigned.addresses = taken.iter().map(Ipv4Addr::to_string).collect();
+            assigned.addresses = taken.iter().copied().map(Ipv4::from).collect();
             eni.addresses.extend(taken);
         }
         Ok(assigned)
@@ -564,28 +572,23 @@ impl Cloud {
     pub fn unassign_ips(
         &mut self,
         id: &str,
-        addresses: &[String],
-        prefixes: &[String],
+        addresses: &[Ipv4],
+        prefixes: &[Ipv4Net],
     ) -> Result<(), Error> {
         let eni = self
             .interfaces
             .get(id)
             .ok_or_else(|| Error::NotFound(format!("interface {id}")))?;
-        let parsed_addresses = addresses
-            .iter()
-            .map(|a| {
-                a.parse::<Ipv4Addr>()
-                    .map_err(|_| invalid(format!("bad address {a}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let parsed_addresses: Vec<Ipv4Addr> =
+            addresses.iter().copied().map(Ipv4Addr::from).collect();
         let parsed_prefixes = prefixes
             .iter()
             .map(|p| {
-                let (network, len) = crate::pool::parse_cidr(p).map_err(invalid)?;
-                if len != PREFIX_LEN {
+                p.check().map_err(|e| invalid(e.to_string()))?;
+                if p.length != PREFIX_LEN {
                     return Err(invalid(format!("{p} is not a /{PREFIX_LEN}")));
                 }
-                Ok(Ipv4Addr::from(network))
+                Ok(p.addr())
             })
             .collect::<Result<Vec<_>, _>>()?;
         if parsed_addresses.contains(&eni.primary_ip) {
@@ -625,23 +628,12 @@ impl Cloud {
     }
 }
 
-/// Dotted-quad text without `fmt`: listings format every address of every
-/// interface, and `Ipv4Addr`'s `Display` costs several times more in a guest.
-fn address_text(ip: &Ipv4Addr) -> String {
-    let mut text = String::with_capacity(15);
-    for (i, octet) in ip.octets().into_iter().enumerate() {
-        if i > 0 {
-            text.push('.');
-        }
-        if octet >= 100 {
-            text.push(char::from(b'0' + octet / 100));
-        }
-        if octet >= 10 {
-            text.push(char::from(b'0' + octet / 10 % 10));
-        }
-        text.push(char::from(b'0' + octet % 10));
+/// A /28 the pool handed out, by its first address.
+fn prefix_net(first: &Ipv4Addr) -> Ipv4Net {
+    Ipv4Net {
+        address: Ipv4::from(*first),
+        length: PREFIX_LEN,
     }
-    text
 }
 
 fn wit_interface(eni: &Eni) -> NetworkInterface {
@@ -651,35 +643,11 @@ fn wit_interface(eni: &Eni) -> NetworkInterface {
         index: eni.index,
         subnet_id: eni.subnet_id.clone(),
         vpc_id: eni.vpc_id.clone(),
-        primary_ip: address_text(&eni.primary_ip),
-        addresses: eni.addresses.iter().map(address_text).collect(),
-        prefixes: eni
-            .prefixes
-            .iter()
-            .map(|p| format!("{p}/{PREFIX_LEN}"))
-            .collect(),
+        primary_ip: Ipv4::from(eni.primary_ip),
+        addresses: eni.addresses.iter().copied().map(Ipv4::from).collect(),
+        prefixes: eni.prefixes.iter().map(prefix_net).collect(),
         security_groups: eni.security_groups.clone(),
         tags: eni.tags.clone(),
         instance_id: eni.instance_id.clone(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn address_text_matches_display() {
-        for ip in [
-            "0.0.0.0",
-            "10.0.1.9",
-            "100.64.10.99",
-            "255.255.255.255",
-            "192.168.100.200",
-            "1.20.3.40",
-        ] {
-            let ip: Ipv4Addr = ip.parse().unwrap();
-            assert_eq!(address_text(&ip), ip.to_string());
-        }
     }
 }

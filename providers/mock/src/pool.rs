@@ -5,8 +5,10 @@
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
-pub const PREFIX_LEN: u32 = 28;
-const PREFIX_SIZE: u32 = 1 << (32 - PREFIX_LEN);
+use ipam_provider_sdk::Ipv4Net;
+
+pub const PREFIX_LEN: u8 = 28;
+const PREFIX_SIZE: u32 = 1 << (32 - PREFIX_LEN as u32);
 const RESERVED_AT_START: u32 = 4;
 
 #[derive(Debug, Clone)]
@@ -19,35 +21,17 @@ pub struct AddressPool {
     low_water: u32,
 }
 
-/// Parse "a.b.c.d/n" into (network address, prefix length).
-pub fn parse_cidr(cidr: &str) -> Result<(u32, u32), String> {
-    let (addr, len) = cidr
-        .split_once('/')
-        .ok_or_else(|| format!("{cidr}: not a CIDR"))?;
-    let addr: Ipv4Addr = addr.parse().map_err(|_| format!("{cidr}: bad address"))?;
-    let len: u32 = len
-        .parse()
-        .map_err(|_| format!("{cidr}: bad prefix length"))?;
-    if len > 32 {
-        return Err(format!("{cidr}: prefix length over 32"));
-    }
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-    let network = u32::from(addr);
-    if network & !mask != 0 {
-        return Err(format!("{cidr}: host bits set"));
-    }
-    Ok((network, len))
-}
-
 impl AddressPool {
-    pub fn new(cidr: &str) -> Result<Self, String> {
-        let (network, len) = parse_cidr(cidr)?;
-        if !(16..=28).contains(&len) {
+    /// The pool of a subnet of /16 to /28.
+    pub fn new(cidr: Ipv4Net) -> Result<Self, String> {
+        cidr.check().map_err(|e| e.to_string())?;
+        if !(16..=28).contains(&cidr.length) {
             return Err(format!("{cidr}: subnets must be /16 to /28"));
         }
+        let network = cidr.address;
         Ok(Self {
             network,
-            size: 1 << (32 - len),
+            size: 1 << (32 - u32::from(cidr.length)),
             taken: BTreeSet::new(),
             low_water: network + RESERVED_AT_START,
         })
@@ -117,9 +101,15 @@ impl AddressPool {
 mod tests {
     use super::*;
 
+    impl AddressPool {
+        fn of(cidr: &str) -> Result<Self, String> {
+            Self::new(cidr.parse().map_err(|e| format!("{e}"))?)
+        }
+    }
+
     #[test]
     fn reserves_aws_addresses() {
-        let mut pool = AddressPool::new("10.0.0.0/28").unwrap();
+        let mut pool = AddressPool::of("10.0.0.0/28").unwrap();
         assert_eq!(pool.available(), 11);
         assert_eq!(pool.take_any(), Some(Ipv4Addr::new(10, 0, 0, 4)));
         assert!(
@@ -135,7 +125,7 @@ mod tests {
 
     #[test]
     fn fragmentation_exhausts_prefixes_before_addresses() {
-        let mut pool = AddressPool::new("10.0.0.0/26").unwrap();
+        let mut pool = AddressPool::of("10.0.0.0/26").unwrap();
         assert_eq!(
             pool.free_prefixes(),
             2,
@@ -150,7 +140,7 @@ mod tests {
 
     #[test]
     fn the_lowest_free_address_comes_back_after_a_release() {
-        let mut pool = AddressPool::new("10.0.0.0/24").unwrap();
+        let mut pool = AddressPool::of("10.0.0.0/24").unwrap();
         let a = pool.take_any().unwrap();
         let b = pool.take_any().unwrap();
         assert_eq!(
@@ -168,7 +158,7 @@ mod tests {
 
     #[test]
     fn prefix_round_trip() {
-        let mut pool = AddressPool::new("10.0.0.0/24").unwrap();
+        let mut pool = AddressPool::of("10.0.0.0/24").unwrap();
         let before = pool.available();
         let p = pool.take_prefix().unwrap();
         assert_eq!(p, Ipv4Addr::new(10, 0, 0, 16));
@@ -179,8 +169,8 @@ mod tests {
 
     #[test]
     fn rejects_bad_cidrs() {
-        assert!(AddressPool::new("10.0.0.1/24").is_err());
-        assert!(AddressPool::new("10.0.0.0/8").is_err());
-        assert!(AddressPool::new("nope").is_err());
+        assert!(AddressPool::of("10.0.0.1/24").is_err());
+        assert!(AddressPool::of("10.0.0.0/8").is_err());
+        assert!(AddressPool::of("nope").is_err());
     }
 }

@@ -1,6 +1,6 @@
 use crate::{
-    Assigned, CreateInterfaceRequest, Error, Instance, IpRequest, Limits, NetworkInterface,
-    ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+    Assigned, CreateInterfaceRequest, Error, Instance, IpRequest, Ipv4, Ipv4Net, Limits,
+    NetworkInterface, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
 };
 
 /// A cloud provider. The host makes one value per component instance (with
@@ -9,12 +9,17 @@ use crate::{
 /// The read operations are required. The mutating ones default to an
 /// `invalid-argument` error naming the operation: implement those your
 /// [`ProviderInfo::capabilities`] declare. The contract of every operation
-/// (idempotence, which errors) is documented in `wit/0.1.0/provider.wit`.
+/// (idempotence, which errors, what an answer may hold) is documented in
+/// `wit/0.2.0/provider.wit`.
 pub trait Provider: Default + 'static {
-    /// Name, version, capabilities and concurrency. Must not call out.
+    /// Name, version, capabilities, concurrency and rate model. Must not call
+    /// out, and must not depend on settings (it may be called before
+    /// `configure`). The rate model names the cloud's buckets and the calls
+    /// each operation makes; [`crate::rate::check`] checks it.
     fn info() -> ProviderInfo;
 
-    /// Validate and apply the settings (a JSON document the provider defines).
+    /// Validate and apply the settings (a JSON document the provider defines;
+    /// [`crate::settings::parse`] reads it into your type).
     fn configure(&mut self, settings: &str) -> Result<(), Error>;
 
     fn get_vpcs(&mut self) -> Result<Vec<Vpc>, Error>;
@@ -42,8 +47,8 @@ pub trait Provider: Default + 'static {
     fn unassign_ips(
         &mut self,
         _interface_id: &str,
-        _addresses: &[String],
-        _prefixes: &[String],
+        _addresses: &[Ipv4],
+        _prefixes: &[Ipv4Net],
     ) -> Result<(), Error> {
         Err(unsupported("unassign-ips"))
     }
@@ -57,7 +62,7 @@ pub fn unsupported(operation: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Capabilities;
+    use crate::{Capabilities, RateModel};
 
     /// A provider with the required operations only.
     #[derive(Default)]
@@ -75,6 +80,10 @@ mod tests {
                     delete_interface: false,
                 },
                 max_concurrency: 1,
+                rate_model: RateModel {
+                    buckets: Vec::new(),
+                    costs: Vec::new(),
+                },
             }
         }
         fn configure(&mut self, _settings: &str) -> Result<(), Error> {
@@ -133,10 +142,8 @@ mod tests {
             refused(provider.assign_ips("eni-1", IpRequest::Addresses(1)))
                 .starts_with("assign-ips ")
         );
-        assert!(
-            refused(provider.unassign_ips("eni-1", &["10.0.0.5".into()], &[]))
-                .starts_with("unassign-ips ")
-        );
+        assert!(refused(provider.unassign_ips("eni-1", &[0x0a00_0005], &[]))
+            .starts_with("unassign-ips "));
     }
 
     #[test]

@@ -10,13 +10,50 @@ use ipam_cloud as model;
 use ipam_provider_sdk as sdk;
 use mock_provider::FaultSpec;
 
-/// The mock's own address text: it only ever writes well-formed ones.
-fn ip(text: &str) -> std::net::Ipv4Addr {
-    text.parse().expect("the mock writes well-formed addresses")
+fn ip(address: &sdk::Ipv4) -> std::net::Ipv4Addr {
+    std::net::Ipv4Addr::from(*address)
 }
 
-fn net(text: &str) -> model::Ipv4Net {
-    text.parse().expect("the mock writes well-formed networks")
+/// The mock's own networks: it only ever makes well-formed ones.
+fn net(network: &sdk::Ipv4Net) -> model::Ipv4Net {
+    model::Ipv4Net::new(ip(&network.address), network.length)
+        .expect("the mock makes networks of at most 32 bits")
+}
+
+/// The rate model the mock declares, as the model has it.
+pub(crate) fn rate_model(model: sdk::RateModel) -> model::rate::RateModel {
+    use model::rate::{ApiCall, DeclaredBucket, OperationCost};
+    model::rate::RateModel {
+        buckets: model
+            .buckets
+            .into_iter()
+            .map(|b| DeclaredBucket {
+                name: b.name,
+                burst: b.burst,
+                per_second: b.per_second,
+            })
+            .collect(),
+        costs: model
+            .costs
+            .into_iter()
+            .map(|c| OperationCost {
+                operation: operation(c.operation),
+                calls: c
+                    .calls
+                    .into_iter()
+                    .map(|call| ApiCall {
+                        name: call.name,
+                        bucket: call.bucket,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn operation(operation: sdk::Operation) -> model::Operation {
+    model::Operation::from_wit_name(ipam_provider_sdk::rate::operation_name(operation))
+        .expect("the SDK and the host name the same operations")
 }
 
 /// An SDK value as the model has it.

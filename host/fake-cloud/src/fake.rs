@@ -44,7 +44,7 @@ impl FakeCloud {
                 version: env!("CARGO_PKG_VERSION").into(),
                 capabilities,
                 max_concurrency,
-                rate_model: None,
+                rate_model: Some(convert::rate_model(mock_provider::rate_model())),
             },
             cloud: Mutex::new(cloud),
             calls: CallCounter::default(),
@@ -240,8 +240,14 @@ impl CloudApi for FakeCloud {
         prefixes: &[ipam_cloud::Ipv4Net],
     ) -> Result<(), CloudError> {
         let allowed = self.require(self.info.capabilities.release, "release addresses");
-        let addresses: Vec<String> = addresses.iter().map(ToString::to_string).collect();
-        let prefixes: Vec<String> = prefixes.iter().map(ToString::to_string).collect();
+        let addresses: Vec<u32> = addresses.iter().map(|a| u32::from(*a)).collect();
+        let prefixes: Vec<ipam_provider_sdk::Ipv4Net> = prefixes
+            .iter()
+            .map(|p| ipam_provider_sdk::Ipv4Net {
+                address: u32::from(p.network()),
+                length: p.prefix_len(),
+            })
+            .collect();
         self.call(Operation::UnassignIps, allowed, |c| {
             c.unassign_ips(interface_id, &addresses, &prefixes)
         })

@@ -445,10 +445,15 @@ async fn assigned_prefixes_are_the_28s_ec2_delegated() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interface_created_with_prefixes_asks_for_and_returns_them() {
-    let created = CREATED.replace(
-        "<tagSet>",
-        "<ipv4PrefixSet><item><ipv4Prefix>10.0.1.64/28</ipv4Prefix></item></ipv4PrefixSet><tagSet>",
-    );
+    let created = CREATED
+        .replace(
+            "<item><privateIpAddress>10.0.1.6</privateIpAddress><primary>false</primary></item>",
+            "",
+        )
+        .replace(
+            "<tagSet>",
+            "<ipv4PrefixSet><item><ipv4Prefix>10.0.1.64/28</ipv4Prefix></item></ipv4PrefixSet><tagSet>",
+        );
     let (endpoint, calls) = ec2_stub(Arc::new(move |call, _| match call.action.as_str() {
         "DescribeNetworkInterfaces" => index_free(),
         "CreateNetworkInterface" => ok("CreateNetworkInterface", &created),

@@ -346,7 +346,10 @@ async fn concurrent_calls_on_a_stateful_provider_never_hand_out_an_address_twice
 #[tokio::test]
 async fn invalid_settings_are_refused_with_the_reason() {
     let bad = [
-        ("vpcs: [{id: v, cidrs: [10.0.0.1/16]}]", "host bits"),
+        (
+            "vpcs: [{id: v, cidrs: [10.0.0.1/16]}]",
+            "bits set past its length",
+        ),
         (
             "subnets: [{id: s, vpc-id: nope, cidr: 10.0.0.0/24, availability-zone: z}]",
             "unknown vpc",

@@ -31,7 +31,7 @@ fn the_second_load_compiles_nothing() {
     let module = second.prepare(&bytes).unwrap();
     assert_eq!(module.origin, ModuleOrigin::DiskCache);
     assert_eq!(second.compiles(), 0, "the second load compiled nothing");
-    assert_eq!(module.info.wit_version, "0.1.0");
+    assert_eq!(module.info.wit_version, "0.2.0");
 }
 
 #[test]

@@ -1,13 +1,15 @@
 //! `ipam-operator simulate`: the real engine, a provider (the mock component,
 //! loaded by the caller) behind a [`CloudModel`] (latency and the cloud's own
-//! rate limits), and in-memory nodes whose simulated agents start and stop
-//! pods. Runs on tokio's paused clock, so simulated minutes cost
-//! milliseconds; the caller provides that runtime (see [`run`]). Nothing here
-//! knows how the provider runs: the engine's tests use the agents with a
-//! fake cloud, the binary with the wasm mock.
+//! throttling table, [`CloudTable`]; the engine keeps to limits of its own),
+//! and in-memory nodes whose simulated agents start and stop pods. Runs on
+//! tokio's paused clock, so simulated minutes cost milliseconds; the caller
+//! provides that runtime (see [`run`]). Nothing here knows how the provider
+//! runs: the engine's tests use the agents with a fake cloud, the binary with
+//! the wasm mock.
 
 pub mod agents;
 pub mod cloud_model;
+pub mod cloud_table;
 pub mod scenario;
 mod summary;
 
@@ -17,16 +19,16 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub use agents::AgentTick;
-pub use cloud_model::{CloudModel, Latency};
+pub use cloud_model::{CloudModel, Latency, ModelCounts};
+pub use cloud_table::{admission_bound, AdmissionBound, CloudTable, TableError};
 use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::CloudApi;
-use ipam_clouds::Cloud;
 use ipam_engine::{
     Engine, EngineState, InstanceCache, LimitedCloud, Maintainer, MemoryNodeStore, Metrics,
     NodeStore,
 };
 use ipam_pool::tags::cluster_tag;
-pub use scenario::{Scenario, ScenarioError, DEFAULT_SCENARIO};
+pub use scenario::{EngineLimits, Scenario, ScenarioError, SimulatedCloud, DEFAULT_SCENARIO};
 pub use summary::{PhaseResult, Summary};
 
 const CLUSTER: &str = "sim";
@@ -35,6 +37,8 @@ const CLUSTER: &str = "sim";
 pub enum SimulateError {
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
+    #[error(transparent)]
+    Table(#[from] TableError),
     #[error(transparent)]
     Store(#[from] ipam_engine::StoreError),
     #[error("reading the final cloud state: {0}")]
@@ -84,13 +88,14 @@ pub async fn run<C: CloudApi + 'static>(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Summary, SimulateError> {
     let wall = std::time::Instant::now();
-    // The simulated cloud is EC2-like: its rate model is EC2's, enforced by
-    // the cloud model and kept to by the engine.
-    let limits = Cloud::Aws.rate_limits();
+    // The cloud model enforces the cloud's own table; the engine keeps to
+    // the limits the scenario says it believes in.
+    let table = scenario.cloud_table.table()?;
+    let limits = scenario.engine_limits.limits(&table);
     let metrics = Arc::new(Metrics::new());
     let cloud: Arc<LimitedCloud<CloudModel<C>>> = Arc::new(
         LimitedCloud::new(
-            CloudModel::new(provider, scenario.latency.clone(), limits.clone()),
+            CloudModel::new(provider, scenario.latency.clone(), table.clone()),
             limits,
         )
         .with_metrics(metrics.clone()),
@@ -179,6 +184,7 @@ pub async fn run<C: CloudApi + 'static>(
         nodes: &nodes,
         leaked_left,
         model: cloud.inner().counts(),
+        table: &table,
         metrics: &metrics,
         engine: engine_final,
     }))

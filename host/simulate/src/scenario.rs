@@ -8,9 +8,11 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use ipam_ciliumnode::NodeSpec;
+use ipam_cloud::rate::RateLimits;
 use ipam_engine::{LoopSettings, MaintenanceSettings};
 
 use crate::cloud_model::Latency;
+use crate::cloud_table::{CloudTable, TableError, CILIUM_BUCKET};
 
 pub const DEFAULT_SCENARIO: &str = include_str!("default-scenario.yaml");
 
@@ -43,6 +45,12 @@ pub struct Scenario {
     pub engine: EngineKnobs,
     #[serde(default)]
     pub latency: Latency,
+    /// The throttling table the simulated cloud enforces.
+    #[serde(default)]
+    pub cloud_table: SimulatedCloud,
+    /// The limits the engine keeps to.
+    #[serde(default)]
+    pub engine_limits: EngineLimits,
     /// The mock provider's settings (providers/mock/README.md) without
     /// `instances`: one instance per node is added.
     pub cloud: serde_yaml::Mapping,
@@ -66,6 +74,48 @@ pub struct NodeGroup {
 pub struct Phase {
     pub at: u64,
     pub pods_per_node: u32,
+}
+
+/// Whose throttling table the simulated cloud enforces (`clouds/*.yaml`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum SimulatedCloud {
+    /// EC2: a bucket per API.
+    #[default]
+    Ec2,
+    /// Azure Resource Manager: read, write and delete buckets; the cloud
+    /// refuses create-interface and delete-interface.
+    Arm,
+}
+
+impl SimulatedCloud {
+    pub fn table(self) -> Result<CloudTable, TableError> {
+        match self {
+            SimulatedCloud::Ec2 => CloudTable::ec2(),
+            SimulatedCloud::Arm => CloudTable::arm(),
+        }
+    }
+}
+
+/// What the engine believes the cloud's limits are.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineLimits {
+    /// Exactly the cloud's table ([`CloudTable::engine_limits`]).
+    #[default]
+    Cloud,
+    /// Cilium's default client-side limit: one bucket for every call, 4 a
+    /// second, burst 20.
+    Cilium,
+}
+
+impl EngineLimits {
+    pub fn limits(self, table: &CloudTable) -> RateLimits {
+        match self {
+            EngineLimits::Cloud => table.engine_limits(),
+            EngineLimits::Cilium => RateLimits::shared_bucket(CILIUM_BUCKET),
+        }
+    }
 }
 
 /// The engine's settings a scenario may change; the rest are the defaults.
@@ -226,6 +276,35 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("unknown field"), "{error}");
+    }
+
+    #[test]
+    fn the_cloud_table_and_the_engine_limits_are_chosen_by_name() {
+        let scenario = Scenario::parse(DEFAULT_SCENARIO).unwrap();
+        assert_eq!(scenario.cloud_table, SimulatedCloud::Ec2);
+        assert_eq!(scenario.engine_limits, EngineLimits::Cloud);
+        let table = scenario.cloud_table.table().unwrap();
+        assert_eq!(scenario.engine_limits.limits(&table), table.engine_limits());
+        let text = DEFAULT_SCENARIO
+            .replace("cloud-table: ec2", "cloud-table: arm")
+            .replace("engine-limits: cloud", "engine-limits: cilium");
+        let scenario = Scenario::parse(&text).unwrap();
+        assert_eq!(scenario.cloud_table.table().unwrap().name(), "ARM");
+        let limits = scenario.engine_limits.limits(&table);
+        assert_eq!(limits.buckets().len(), 1);
+        assert_eq!(limits.buckets()[0].1, CILIUM_BUCKET);
+        // Left out: EC2 and the cloud's own table.
+        let text = DEFAULT_SCENARIO
+            .replace("cloud-table: ec2\n", "")
+            .replace("engine-limits: cloud\n", "");
+        let scenario = Scenario::parse(&text).unwrap();
+        assert_eq!(scenario.cloud_table, SimulatedCloud::Ec2);
+        assert_eq!(scenario.engine_limits, EngineLimits::Cloud);
+        let error =
+            Scenario::parse(&DEFAULT_SCENARIO.replace("cloud-table: ec2", "cloud-table: gcp"))
+                .unwrap_err()
+                .to_string();
+        assert!(error.contains("gcp") && error.contains("arm"), "{error}");
     }
 
     #[test]

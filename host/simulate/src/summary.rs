@@ -12,6 +12,7 @@ use ipam_pool::select::pool_addresses;
 
 use crate::agents::AgentTick;
 use crate::cloud_model::ModelCounts;
+use crate::cloud_table::CloudTable;
 use crate::scenario::Scenario;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +41,11 @@ pub struct Summary {
     pub address_problems: Vec<String>,
     /// Per operation: calls that reached the cloud, and those it throttled.
     pub calls: BTreeMap<Operation, (u64, u64)>,
+    /// The cloud's throttling table, by name (EC2, ARM).
+    pub cloud_table: String,
+    /// Per API of that table: calls the cloud made (admitted), and whether
+    /// the API changes the cloud.
+    pub api_calls: BTreeMap<String, (u64, bool)>,
     pub engine: EngineState,
 }
 
@@ -53,6 +59,7 @@ pub(super) struct Inputs<'a> {
     pub nodes: &'a [CiliumNode],
     pub leaked_left: usize,
     pub model: ModelCounts,
+    pub table: &'a CloudTable,
     pub metrics: &'a Metrics,
     pub engine: EngineState,
 }
@@ -129,6 +136,16 @@ pub(crate) fn summarize(inputs: Inputs<'_>) -> Summary {
         leaked_left: inputs.leaked_left,
         address_problems: address_problems(inputs.instances, inputs.nodes),
         calls,
+        cloud_table: inputs.table.name().to_string(),
+        api_calls: inputs
+            .model
+            .api_calls
+            .iter()
+            .map(|(api, n)| {
+                let mutates = inputs.table.api(api).is_some_and(|a| a.mutates);
+                (api.clone(), (*n, mutates))
+            })
+            .collect(),
         engine: inputs.engine,
     }
 }
@@ -215,6 +232,16 @@ impl fmt::Display for Summary {
         )?;
         for (op, (calls, throttled)) in &self.calls {
             writeln!(f, "                    {op:<26} {calls:>5}  {throttled:>9}")?;
+        }
+        writeln!(
+            f,
+            "  {} API calls     (made by the cloud; * changes it)",
+            self.cloud_table
+        )?;
+        let width = self.api_calls.keys().map(String::len).max().unwrap_or(0);
+        for (api, (calls, mutates)) in &self.api_calls {
+            let mark = if *mutates { "*" } else { " " };
+            writeln!(f, "                  {mark} {api:<width$} {calls:>6}")?;
         }
         Ok(())
     }

@@ -383,11 +383,12 @@ mod tests {
         let counts = model.counts();
         let api = |name: &str| counts.api_calls.get(name).copied().unwrap_or(0);
         assert_eq!(api("DescribeInstances"), 1);
-        assert_eq!(api("DescribeNetworkInterfaces"), 1);
+        // One listing, and the taken-index check of each of the three creates.
+        assert_eq!(api("DescribeNetworkInterfaces"), 4);
         assert_eq!(api("CreateNetworkInterface"), 3);
         assert_eq!(api("AttachNetworkInterface"), 2);
         let table = model.table();
-        assert_eq!(counts.api_totals(&table), (9, 7), "(all, mutating)");
+        assert_eq!(counts.api_totals(&table), (12, 7), "(all, mutating)");
     }
 
     #[tokio::test(start_paused = true)]

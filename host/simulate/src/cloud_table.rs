@@ -26,6 +26,9 @@ pub const ARM_TABLE: &str = include_str!("clouds/arm.yaml");
 
 /// Cilium's own client-side limit (`limit-ipam-api-qps` 4,
 /// `limit-ipam-api-burst` 20): one bucket for every call.
+/// The name of [`CloudTable::shared_limits`]'s one bucket.
+pub const SHARED_BUCKET: &str = "all";
+
 pub const CILIUM_BUCKET: BucketConfig = BucketConfig {
     burst: 20.0,
     per_second: 4.0,
@@ -239,6 +242,19 @@ impl CloudTable {
             limits
                 .with_cost(operation, &cost)
                 .expect("a table's APIs name only its own buckets")
+        })
+    }
+
+    /// One bucket that every API call of every operation takes a token
+    /// from (a client-side limit like Cilium's).
+    pub fn shared_limits(&self, bucket: BucketConfig) -> RateLimits {
+        let limits = RateLimits::new([(SHARED_BUCKET, bucket)]);
+        self.operations.keys().fold(limits, |limits, &operation| {
+            // Counts of calls are small; f64 holds them exactly.
+            let tokens = self.calls(operation).count() as f64;
+            limits
+                .with_cost(operation, &[(SHARED_BUCKET, tokens)])
+                .expect("the one bucket is declared just above")
         })
     }
 

@@ -45,6 +45,8 @@ pub enum SimulateError {
     Cloud(#[from] ipam_cloud::CloudError),
     #[error("the engine stopped: {0}")]
     Engine(#[from] ipam_engine::EngineError),
+    #[error("the provider's rate model: {0}")]
+    RateModel(ipam_cloud::rate::RateModelError),
 }
 
 /// A progress report, every `progress-seconds` of simulated time.
@@ -91,7 +93,10 @@ pub async fn run<C: CloudApi + 'static>(
     // The cloud model enforces the cloud's own table; the engine keeps to
     // the limits the scenario says it believes in.
     let table = scenario.cloud_table.table()?;
-    let limits = scenario.engine_limits.limits(&table);
+    let limits = scenario
+        .engine_limits
+        .limits(&table, provider.info())
+        .map_err(SimulateError::RateModel)?;
     let metrics = Arc::new(Metrics::new());
     let cloud: Arc<LimitedCloud<CloudModel<C>>> = Arc::new(
         LimitedCloud::new(

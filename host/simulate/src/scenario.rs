@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use ipam_ciliumnode::NodeSpec;
-use ipam_cloud::rate::RateLimits;
+use ipam_cloud::rate::{RateLimits, RateModelError, RateSettings};
+use ipam_cloud::ProviderInfo;
 use ipam_engine::{LoopSettings, MaintenanceSettings};
 
 use crate::cloud_model::Latency;
@@ -101,19 +102,33 @@ impl SimulatedCloud {
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum EngineLimits {
-    /// Exactly the cloud's table ([`CloudTable::engine_limits`]).
+    /// The rate model the provider declares, as the operator keeps to it
+    /// (a provider without one gets the operator's shared bucket).
     #[default]
+    Declared,
+    /// Exactly the cloud's table ([`CloudTable::engine_limits`]).
     Cloud,
-    /// Cilium's default client-side limit: one bucket for every call, 4 a
-    /// second, burst 20.
+    /// Cilium's default client-side limit: one bucket of 4 a second, burst
+    /// 20, that every cloud API call takes a token from (Cilium's EC2 client
+    /// waits on its limiter before each call).
     Cilium,
 }
 
 impl EngineLimits {
-    pub fn limits(self, table: &CloudTable) -> RateLimits {
+    pub fn limits(
+        self,
+        table: &CloudTable,
+        info: &ProviderInfo,
+    ) -> Result<RateLimits, RateModelError> {
         match self {
-            EngineLimits::Cloud => table.engine_limits(),
-            EngineLimits::Cilium => RateLimits::shared_bucket(CILIUM_BUCKET),
+            EngineLimits::Declared => match &info.rate_model {
+                Some(model) => {
+                    RateLimits::from_model(model, info.capabilities, &RateSettings::default())
+                }
+                None => RateLimits::undeclared(&RateSettings::default()),
+            },
+            EngineLimits::Cloud => Ok(table.engine_limits()),
+            EngineLimits::Cilium => Ok(table.shared_limits(CILIUM_BUCKET)),
         }
     }
 }
@@ -280,26 +295,46 @@ mod tests {
 
     #[test]
     fn the_cloud_table_and_the_engine_limits_are_chosen_by_name() {
+        let info = ProviderInfo {
+            name: "p".into(),
+            version: "0.1.0".into(),
+            capabilities: Default::default(),
+            max_concurrency: 1,
+            rate_model: None,
+        };
         let scenario = Scenario::parse(DEFAULT_SCENARIO).unwrap();
         assert_eq!(scenario.cloud_table, SimulatedCloud::Ec2);
-        assert_eq!(scenario.engine_limits, EngineLimits::Cloud);
+        assert_eq!(scenario.engine_limits, EngineLimits::Declared);
         let table = scenario.cloud_table.table().unwrap();
-        assert_eq!(scenario.engine_limits.limits(&table), table.engine_limits());
+        // A provider that declares nothing gets the operator's shared bucket.
+        let declared = scenario.engine_limits.limits(&table, &info).unwrap();
+        assert_eq!(declared.summary(), "all 20:4");
+        let text = DEFAULT_SCENARIO.replace("engine-limits: declared", "engine-limits: cloud");
+        let scenario = Scenario::parse(&text).unwrap();
+        assert_eq!(
+            scenario.engine_limits.limits(&table, &info),
+            Ok(table.engine_limits())
+        );
         let text = DEFAULT_SCENARIO
             .replace("cloud-table: ec2", "cloud-table: arm")
-            .replace("engine-limits: cloud", "engine-limits: cilium");
+            .replace("engine-limits: declared", "engine-limits: cilium");
         let scenario = Scenario::parse(&text).unwrap();
         assert_eq!(scenario.cloud_table.table().unwrap().name(), "ARM");
-        let limits = scenario.engine_limits.limits(&table);
+        let limits = scenario.engine_limits.limits(&table, &info).unwrap();
         assert_eq!(limits.buckets().len(), 1);
         assert_eq!(limits.buckets()[0].1, CILIUM_BUCKET);
-        // Left out: EC2 and the cloud's own table.
+        // One token per EC2 call: create-interface makes four.
+        assert_eq!(
+            limits.cost(ipam_cloud::Operation::CreateInterface),
+            &[(0, 4.0)]
+        );
+        // Left out: EC2 and the provider's declaration.
         let text = DEFAULT_SCENARIO
             .replace("cloud-table: ec2\n", "")
-            .replace("engine-limits: cloud\n", "");
+            .replace("engine-limits: declared\n", "");
         let scenario = Scenario::parse(&text).unwrap();
         assert_eq!(scenario.cloud_table, SimulatedCloud::Ec2);
-        assert_eq!(scenario.engine_limits, EngineLimits::Cloud);
+        assert_eq!(scenario.engine_limits, EngineLimits::Declared);
         let error =
             Scenario::parse(&DEFAULT_SCENARIO.replace("cloud-table: ec2", "cloud-table: gcp"))
                 .unwrap_err()

@@ -29,6 +29,7 @@ fn the_embedded_tables_parse() {
     assert_eq!(
         names(&ec2, Operation::CreateInterface),
         [
+            "DescribeNetworkInterfaces",
             "CreateNetworkInterface",
             "AttachNetworkInterface",
             "ModifyNetworkInterfaceAttribute"
@@ -224,6 +225,7 @@ fn engine_limits_are_the_table_bucket_for_bucket() {
     let mut create = limits.cost(Operation::CreateInterface).to_vec();
     create.sort_by_key(|(b, _)| *b);
     let mut expected = vec![
+        (bucket("DescribeNetworkInterfaces"), 1.0),
         (bucket("CreateNetworkInterface"), 1.0),
         (bucket("AttachNetworkInterface"), 1.0),
         (bucket("ModifyNetworkInterfaceAttribute"), 1.0),

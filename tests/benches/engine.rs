@@ -286,7 +286,10 @@ fn s1(runtime: &ProviderRuntime) {
             "(b) (a) + /28s",
             s1_run(runtime, EngineLimits::Declared, true),
         ),
-        ("(c) Cilium 4/s", s1_run(runtime, EngineLimits::Cilium, false)),
+        (
+            "(c) Cilium 4/s",
+            s1_run(runtime, EngineLimits::Cilium, false),
+        ),
     ];
     let nodes = f64::from(S1_NODES);
     let per_node = |n: u64| n as f64 / nodes;

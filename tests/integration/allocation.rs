@@ -247,7 +247,6 @@ async fn a_restart_over_satisfied_nodes_changes_nothing_in_the_cloud() {
 async fn faults_still_converge_without_leaks_or_duplicates() {
     use ipam_cloud::rate::RetryPolicy;
     use ipam_cloud::Tag;
-    use ipam_clouds::Cloud;
     use ipam_engine::LimitedCloud;
 
     let settings = format!(
@@ -256,14 +255,14 @@ async fn faults_still_converge_without_leaks_or_duplicates() {
          \x20 - {{operation: get-instances, error: transient, times: 1}}\n\
          \x20 - {{operation: attach-interface, error: transient, times: 1}}\n"
     );
-    let limits = Cloud::Aws.rate_limits().with_retry(RetryPolicy {
+    let provider = mock(&settings).await;
+    let limits = common::declared_limits(&provider).with_retry(RetryPolicy {
         max_attempts: 4,
         base: std::time::Duration::from_millis(1),
         cap: std::time::Duration::from_millis(20),
     });
     let metrics = Arc::new(ipam_engine::Metrics::new());
-    let cloud =
-        Arc::new(LimitedCloud::new(mock(&settings).await, limits).with_metrics(metrics.clone()));
+    let cloud = Arc::new(LimitedCloud::new(provider, limits).with_metrics(metrics.clone()));
     // The first listing (this resync's) fails once and is retried.
     let cache = Arc::new(InstanceCache::new());
     cache.resync_all(cloud.as_ref()).await.unwrap();

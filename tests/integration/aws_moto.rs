@@ -386,7 +386,6 @@ async fn an_endpoint_off_the_allow_list_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_converges_nodes_through_the_aws_provider() {
-    use ipam_clouds::Cloud;
     use ipam_engine::InstanceCache;
     use ipam_engine::LimitedCloud;
     use ipam_engine::Metrics;
@@ -397,8 +396,9 @@ async fn the_engine_converges_nodes_through_the_aws_provider() {
     let seeded = moto.seed();
     let aws = common::aws(pod_settings(&moto), &moto.endpoint).await;
     let metrics = Arc::new(Metrics::new());
+    let limits = common::declared_limits(&aws);
     let cloud: Arc<dyn CloudApi> =
-        Arc::new(LimitedCloud::new(aws, Cloud::Aws.rate_limits()).with_metrics(metrics.clone()));
+        Arc::new(LimitedCloud::new(aws, limits).with_metrics(metrics.clone()));
     let store = Arc::new(MemoryNodeStore::new());
     for (n, instance) in seeded.instances.iter().enumerate() {
         let mut node = common::node(&format!("node-{n}"), instance, 12);

@@ -11,7 +11,6 @@ use common::{engine_settings, mock, runtime, MOCK_SETTINGS};
 use ipam_ciliumnode::{CiliumNode, ReleaseState};
 use ipam_cloud::CloudApi;
 use ipam_cloud::Operation;
-use ipam_clouds::Cloud;
 use ipam_engine::InstanceCache;
 use ipam_engine::LimitedCloud;
 use ipam_engine::Metrics;
@@ -81,7 +80,8 @@ impl Running {
 }
 
 fn limited(cloud: WasmProvider, metrics: &Arc<Metrics>) -> Arc<dyn CloudApi> {
-    Arc::new(LimitedCloud::new(cloud, Cloud::Aws.rate_limits()).with_metrics(metrics.clone()))
+    let limits = common::declared_limits(&cloud);
+    Arc::new(LimitedCloud::new(cloud, limits).with_metrics(metrics.clone()))
 }
 
 /// Let the agents act every 5 simulated seconds until `done` holds for every
@@ -162,7 +162,7 @@ async fn a_restart_over_satisfied_nodes_makes_zero_mutating_calls() {
     let first_metrics = Arc::new(Metrics::new());
     let first = start(
         Arc::new(
-            LimitedCloud::new(cloud.clone(), Cloud::Aws.rate_limits())
+            LimitedCloud::new(cloud.clone(), common::declared_limits(cloud.as_ref()))
                 .with_metrics(first_metrics.clone()),
         ),
         store.clone(),
@@ -177,7 +177,7 @@ async fn a_restart_over_satisfied_nodes_makes_zero_mutating_calls() {
     let second_metrics = Arc::new(Metrics::new());
     let second = start(
         Arc::new(
-            LimitedCloud::new(cloud.clone(), Cloud::Aws.rate_limits())
+            LimitedCloud::new(cloud.clone(), common::declared_limits(cloud.as_ref()))
                 .with_metrics(second_metrics.clone()),
         ),
         store.clone(),

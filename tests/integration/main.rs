@@ -20,3 +20,4 @@ mod mock_provider;
 mod module_cache;
 mod oci_registry;
 mod release;
+mod wit_versions;

@@ -242,3 +242,15 @@ pub fn form_params(body: &[u8]) -> FormParams {
 pub fn texts<T: ToString>(items: &[T]) -> Vec<String> {
     items.iter().map(ToString::to_string).collect()
 }
+
+/// The rate limits the operator keeps to for `cloud`: its declared model
+/// (or the shared bucket of a provider that declares none), unadjusted.
+pub fn declared_limits(cloud: &dyn CloudApi) -> ipam_cloud::rate::RateLimits {
+    use ipam_cloud::rate::{RateLimits, RateSettings};
+    let info = cloud.info();
+    match &info.rate_model {
+        Some(model) => RateLimits::from_model(model, info.capabilities, &RateSettings::default())
+            .expect("the provider declares a whole rate model"),
+        None => RateLimits::undeclared(&RateSettings::default()).expect("the shared bucket"),
+    }
+}

@@ -1,13 +1,12 @@
 //! What the host itself knows of each cloud, apart from the generic host:
-//! credential chains, instance-metadata clients, the default egress of a
-//! cloud's provider, and the cloud's rate model, chosen by [`Cloud`] (a typed
-//! value, never a compared string). Providers stay the only code that speaks
+//! credential chains, instance-metadata clients and the default egress of a
+//! cloud's provider, chosen by [`Cloud`] (a typed value, never a compared
+//! string). How a cloud throttles is not here: each provider declares its
+//! cloud's rate model (WIT 0.2.0). Providers stay the only code that speaks
 //! a cloud's API; this is what the host needs around them. The node agent
 //! uses the metadata clients too, so nothing here links wasmtime.
 
 pub mod aws;
-
-use ipam_cloud::rate::{BucketConfig, RateLimits};
 
 /// The cloud a provider talks to, as far as the host needs to know it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,19 +24,6 @@ pub enum DefaultEgressError {
 }
 
 impl Cloud {
-    /// The cloud's rate model. A cloud the host does not know gets Cilium's
-    /// own client-side limit: one bucket for every call, 4 per second, burst
-    /// 20 (`limit-ipam-api-qps`, `limit-ipam-api-burst`).
-    pub fn rate_limits(self) -> RateLimits {
-        match self {
-            Cloud::Generic => RateLimits::shared_bucket(BucketConfig {
-                burst: 20.0,
-                per_second: 4.0,
-            }),
-            Cloud::Aws => aws::rate_limits::rate_limits(),
-        }
-    }
-
     /// The origins the cloud's provider needs when the operator names none,
     /// from the provider's settings (JSON): none for a generic cloud.
     pub fn default_egress(self, settings_json: &str) -> Result<Vec<String>, DefaultEgressError> {
@@ -51,14 +37,9 @@ impl Cloud {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipam_cloud::Operation;
 
     #[test]
-    fn each_cloud_has_its_own_rate_model_and_egress() {
-        let generic = Cloud::Generic.rate_limits();
-        assert_eq!(generic.buckets().len(), 1);
-        assert_eq!(generic.cost(Operation::CreateInterface), &[(0, 1.0)]);
-        assert_eq!(Cloud::Aws.rate_limits().buckets().len(), 3);
+    fn each_cloud_has_its_own_egress() {
         assert_eq!(Cloud::Generic.default_egress("{}"), Ok(Vec::new()));
         assert_eq!(
             Cloud::Aws.default_egress(r#"{"region": "eu-west-1"}"#),

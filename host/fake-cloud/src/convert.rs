@@ -90,7 +90,7 @@ impl IntoModel for sdk::Vpc {
         model::Vpc {
             id: self.id,
             primary_cidr: net(&self.primary_cidr),
-            cidrs: self.cidrs.iter().map(|c| net(c)).collect(),
+            cidrs: self.cidrs.iter().map(net).collect(),
         }
     }
 }
@@ -130,8 +130,8 @@ impl IntoModel for sdk::NetworkInterface {
             subnet_id: self.subnet_id,
             vpc_id: self.vpc_id,
             primary_ip: ip(&self.primary_ip),
-            addresses: self.addresses.iter().map(|a| ip(a)).collect(),
-            prefixes: self.prefixes.iter().map(|p| net(p)).collect(),
+            addresses: self.addresses.iter().map(ip).collect(),
+            prefixes: self.prefixes.iter().map(net).collect(),
             security_groups: self.security_groups,
             tags: self.tags.into_model(),
             instance_id: self.instance_id,
@@ -169,8 +169,8 @@ impl IntoModel for sdk::Assigned {
     type Model = model::Assigned;
     fn into_model(self) -> model::Assigned {
         model::Assigned {
-            addresses: self.addresses.iter().map(|a| ip(a)).collect(),
-            prefixes: self.prefixes.iter().map(|p| net(p)).collect(),
+            addresses: self.addresses.iter().map(ip).collect(),
+            prefixes: self.prefixes.iter().map(net).collect(),
         }
     }
 }

@@ -4,4 +4,3 @@
 pub mod credentials;
 pub mod egress;
 pub mod imds;
-pub mod rate_limits;

@@ -180,46 +180,75 @@ impl KnownNetworks {
         &mut self,
         interfaces: impl IntoIterator<Item = &'a NetworkInterface>,
     ) {
-        self.interface_subnets.extend(
-            interfaces
-                .into_iter()
-                .map(|i| (i.id.clone(), i.subnet_id.clone())),
-        );
+        for interface in interfaces {
+            // Listings repeat what is known: only news costs an allocation.
+            if self.interface_subnets.get(&interface.id) != Some(&interface.subnet_id) {
+                self.interface_subnets
+                    .insert(interface.id.clone(), interface.subnet_id.clone());
+            }
+        }
     }
 
     /// What an address of an interface in `subnet_id` of `vpc_id` must be
-    /// inside: ("subnet X", its network) or ("VPC Y", its networks).
-    fn bounds(&self, subnet_id: &str, vpc_id: &str) -> Option<(String, Vec<Ipv4Net>)> {
+    /// inside: its subnet's network, else its VPC's networks.
+    fn bounds<'a>(&'a self, subnet_id: &'a str, vpc_id: &'a str) -> Option<Bounds<'a>> {
         if let Some(network) = self.subnets.get(subnet_id) {
-            return Some((format!("subnet {subnet_id} ({network})"), vec![*network]));
+            return Some(Bounds {
+                what: "subnet",
+                id: subnet_id,
+                networks: std::slice::from_ref(network),
+            });
         }
-        self.vpcs.get(vpc_id).map(|networks| {
-            let shown: Vec<String> = networks.iter().map(ToString::to_string).collect();
-            (
-                format!("VPC {vpc_id} ({})", shown.join(", ")),
-                networks.clone(),
-            )
+        self.vpcs.get(vpc_id).map(|networks| Bounds {
+            what: "VPC",
+            id: vpc_id,
+            networks,
         })
     }
 
-    fn interface_bounds(&self, interface_id: &str) -> Option<(String, Vec<Ipv4Net>)> {
+    fn interface_bounds(&self, interface_id: &str) -> Option<Bounds<'_>> {
         let subnet = self.interface_subnets.get(interface_id)?;
         let network = self.subnets.get(subnet)?;
-        Some((format!("subnet {subnet} ({network})"), vec![*network]))
+        Some(Bounds {
+            what: "subnet",
+            id: subnet,
+            networks: std::slice::from_ref(network),
+        })
+    }
+}
+
+/// The networks an interface's addresses must be inside, named only when
+/// one is not.
+struct Bounds<'a> {
+    what: &'static str,
+    id: &'a str,
+    networks: &'a [Ipv4Net],
+}
+
+impl fmt::Display for Bounds<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} (", self.what, self.id)?;
+        for (n, network) in self.networks.iter().enumerate() {
+            if n > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{network}")?;
+        }
+        f.write_str(")")
     }
 }
 
 fn outside(
     field: impl FnOnce() -> String,
     what: impl fmt::Display,
-    bounds: &Option<(String, Vec<Ipv4Net>)>,
+    bounds: &Option<Bounds<'_>>,
     inside: impl Fn(&Ipv4Net) -> bool,
 ) -> Result<(), BadField> {
     match bounds {
-        Some((name, networks)) if !networks.iter().any(inside) => Err(BadField::new(
+        Some(bounds) if !bounds.networks.iter().any(inside) => Err(BadField::new(
             Problem::OutsideNetwork,
             field(),
-            format!("{what} is outside its {name}"),
+            format!("{what} is outside its {bounds}"),
         )),
         _ => Ok(()),
     }
@@ -269,35 +298,42 @@ fn held(interface: &NetworkInterface) -> impl Iterator<Item = (u64, Slot)> + '_ 
         )
 }
 
+/// Every address and prefix of an interface inside its network; `at` names
+/// the interface, called only when one is not.
+fn inside_network(
+    interface: &NetworkInterface,
+    at: &dyn Fn() -> String,
+    known: &KnownNetworks,
+) -> Result<(), BadField> {
+    let bounds = known.bounds(&interface.subnet_id, &interface.vpc_id);
+    if bounds.is_none() {
+        return Ok(());
+    }
+    for (n, prefix) in interface.prefixes.iter().enumerate() {
+        let field = || Slot::Prefix(n).field(&at());
+        outside(field, prefix, &bounds, |net| net.contains(prefix))?;
+    }
+    let addresses = std::iter::once((Slot::Primary, &interface.primary_ip)).chain(
+        interface
+            .addresses
+            .iter()
+            .enumerate()
+            .map(|(n, a)| (Slot::Secondary(n), a)),
+    );
+    for (slot, address) in addresses {
+        let field = || slot.field(&at());
+        outside(field, address, &bounds, |net| net.contains(address))?;
+    }
+    Ok(())
+}
+
 /// One interface: its addresses and prefixes inside its network, none twice.
 pub fn check_interface(
     interface: &NetworkInterface,
     at: &str,
     known: &KnownNetworks,
 ) -> Result<(), BadField> {
-    let bounds = known.bounds(&interface.subnet_id, &interface.vpc_id);
-    if bounds.is_some() {
-        for (key, slot) in held(interface) {
-            let address = Ipv4Addr::from((key >> 6) as u32);
-            match slot {
-                Slot::Prefix(n) => {
-                    let prefix = &interface.prefixes[n];
-                    outside(
-                        || slot.field(at),
-                        prefix,
-                        &bounds,
-                        |net| net.contains(prefix),
-                    )?
-                }
-                _ => outside(
-                    || slot.field(at),
-                    address,
-                    &bounds,
-                    |net| net.contains(&address),
-                )?,
-            }
-        }
-    }
+    inside_network(interface, &|| at.to_string(), known)?;
     let mut keys: Vec<u64> = held(interface).map(|(key, _)| key).collect();
     if let Some(twice) = repeated(&mut keys) {
         return Err(duplicate(
@@ -308,8 +344,38 @@ pub fn check_interface(
     Ok(())
 }
 
-/// A key that occurs twice, if any (sorts `keys`).
+/// Addresses this close together (the usual case: one subnet) are checked
+/// for repeats with a bitmap of their span instead of by sorting.
+const BITMAP_SPAN: u64 = 1 << 16;
+
+/// A key that occurs twice, if any (may reorder `keys`).
 fn repeated(keys: &mut [u64]) -> Option<u64> {
+    let address = |key: u64| key >> 6;
+    let (low, high, plain) = keys
+        .iter()
+        .fold((u64::MAX, 0, true), |(low, high, plain), &k| {
+            (
+                low.min(address(k)),
+                high.max(address(k)),
+                plain && k & 63 == 63,
+            )
+        });
+    if keys.is_empty() {
+        return None;
+    }
+    if plain && high - low < BITMAP_SPAN {
+        // At most 2^16 bits: 1,024 words.
+        let mut seen = vec![0u64; ((high - low) / 64 + 1) as usize];
+        for &key in keys.iter() {
+            let offset = address(key) - low;
+            let (word, bit) = ((offset / 64) as usize, offset % 64);
+            if seen[word] & (1 << bit) != 0 {
+                return Some(key);
+            }
+            seen[word] |= 1 << bit;
+        }
+        return None;
+    }
     keys.sort_unstable();
     keys.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
 }
@@ -371,16 +437,20 @@ pub fn check_instance(instance: &Instance, known: &KnownNetworks) -> Result<(), 
             ));
         }
         indexes.push((interface.index, n));
-        let bounds = known.bounds(&interface.subnet_id, &interface.vpc_id);
-        if bounds.is_some() {
-            check_interface(interface, &at(interface), known)?;
-        }
+        inside_network(interface, &|| at(interface), known)?;
     }
-    let mut keys: Vec<u64> = instance
+    let held_count = instance
         .interfaces
         .iter()
-        .flat_map(|i| held(i).map(|(key, _)| key))
-        .collect();
+        .map(|i| 1 + i.addresses.len() + i.prefixes.len())
+        .sum();
+    let mut keys: Vec<u64> = Vec::with_capacity(held_count);
+    keys.extend(
+        instance
+            .interfaces
+            .iter()
+            .flat_map(|i| held(i).map(|(key, _)| key)),
+    );
     match repeated(&mut keys) {
         Some(twice) => Err(duplicate(twice, instance_holders(instance))),
         None => Ok(()),

@@ -70,3 +70,20 @@ async fn both_versions_pass_conformance_and_converge_nodes_through_the_engine() 
         }
     }
 }
+
+#[tokio::test]
+async fn a_component_whose_export_differs_in_type_is_refused_naming_the_function() {
+    let error = runtime()
+        .load(&component("wrong-type"), config("{}"))
+        .await
+        .expect_err("a component with a field of another type is refused");
+    let text = format!("{error:#}");
+    assert!(
+        text.contains("export func `get-instance-limits` of ipam:provider/provider@0.2.0"),
+        "the function is named: {text}"
+    );
+    assert!(
+        text.contains("max-interfaces") || text.contains("u64") || text.contains("u32"),
+        "{text}"
+    );
+}

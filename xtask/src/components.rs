@@ -25,6 +25,7 @@ const COMPONENTS: &[(&str, &str)] = &[
     ("mock_component", "mock"),
     ("misbehave_provider", "misbehave"),
     ("future_wit_provider", "future-wit"),
+    ("wrong_type_provider", "wrong-type"),
     ("mock_v0_1_0_provider", "mock-v0.1.0"),
 ];
 

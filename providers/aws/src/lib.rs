@@ -8,6 +8,7 @@
 
 mod client;
 mod convert;
+mod ec2_rates;
 mod errors;
 mod interfaces;
 mod rate_model;

@@ -1,93 +1,18 @@
-//! The mock's rate model: EC2's, as the AWS provider declares it
-//! (`providers/aws/src/rate_model.rs`), so that a host serving the mock keeps
-//! to what it would keep to against EC2. EC2 throttles each API action on a
-//! token bucket of its own; each bucket here is named after its action, with
-//! the size EC2 documents for an account and region, and each operation
-//! lists the calls the AWS provider makes on its ordinary success path. The
-//! mock makes no calls: the model only shapes the host's pace, as EC2's
+//! The mock's rate model: EC2's, as the AWS provider declares it, taken
+//! from the AWS provider's own table (`providers/aws/src/ec2_rates.rs`) so
+//! that a host serving the mock keeps to what it would keep to against EC2.
+//! The mock makes no calls: the model only shapes the host's pace, as EC2's
 //! would.
 
-use ipam_provider_sdk::rate::{bucket, cost_in_own_buckets};
-use ipam_provider_sdk::{Operation, RateModel};
+#[path = "../../aws/src/ec2_rates.rs"]
+mod ec2_rates;
 
-/// EC2's buckets for the actions the AWS provider calls: (action, burst,
-/// refill per second).
-pub const BUCKETS: &[(&str, u32, f64)] = &[
-    ("DescribeVpcs", 100, 20.0),
-    ("DescribeSubnets", 100, 20.0),
-    ("DescribeSecurityGroups", 100, 20.0),
-    ("DescribeInstances", 100, 20.0),
-    ("DescribeNetworkInterfaces", 100, 20.0),
-    ("DescribeInstanceTypes", 100, 20.0),
-    ("CreateNetworkInterface", 100, 5.0),
-    ("DeleteNetworkInterface", 100, 5.0),
-    ("AssignPrivateIpAddresses", 100, 5.0),
-    ("UnassignPrivateIpAddresses", 100, 5.0),
-    ("ModifyNetworkInterfaceAttribute", 100, 5.0),
-    ("AttachNetworkInterface", 50, 5.0),
-    ("DetachNetworkInterface", 50, 5.0),
-];
-
-/// The EC2 calls the AWS provider makes in each operation that succeeds the
-/// ordinary way, in order.
-pub const COSTS: &[(Operation, &[&str])] = &[
-    (Operation::GetVpcs, &["DescribeVpcs"]),
-    (Operation::GetSubnets, &["DescribeSubnets"]),
-    (Operation::GetSecurityGroups, &["DescribeSecurityGroups"]),
-    (
-        Operation::GetInstances,
-        &["DescribeInstances", "DescribeNetworkInterfaces"],
-    ),
-    (
-        Operation::GetDetachedInterfaces,
-        &["DescribeNetworkInterfaces"],
-    ),
-    (Operation::GetInstanceLimits, &["DescribeInstanceTypes"]),
-    (
-        Operation::CreateInterface,
-        &[
-            // Whether the asked device index is taken, before creating.
-            "DescribeNetworkInterfaces",
-            "CreateNetworkInterface",
-            "AttachNetworkInterface",
-            // DeleteOnTermination.
-            "ModifyNetworkInterfaceAttribute",
-        ],
-    ),
-    (
-        Operation::DeleteInterface,
-        &[
-            // The interface and its attachment.
-            "DescribeNetworkInterfaces",
-            "DetachNetworkInterface",
-            // The first delete meets the interface still detaching (EC2
-            // takes seconds); the provider retries once a second.
-            "DeleteNetworkInterface",
-            "DeleteNetworkInterface",
-        ],
-    ),
-    (Operation::AssignIps, &["AssignPrivateIpAddresses"]),
-    (Operation::UnassignIps, &["UnassignPrivateIpAddresses"]),
-];
-
-/// [`BUCKETS`] and [`COSTS`] as the WIT record.
-pub fn rate_model() -> RateModel {
-    RateModel {
-        buckets: BUCKETS
-            .iter()
-            .map(|&(name, burst, per_second)| bucket(name, burst, per_second))
-            .collect(),
-        costs: COSTS
-            .iter()
-            .map(|&(operation, calls)| cost_in_own_buckets(operation, calls))
-            .collect(),
-    }
-}
+pub use ec2_rates::{rate_model, BUCKETS, COSTS};
 
 #[cfg(test)]
 mod tests {
     use ipam_provider_sdk::rate::{check, enabled_operations, OPERATIONS};
-    use ipam_provider_sdk::Provider;
+    use ipam_provider_sdk::{Operation, Provider};
 
     use super::*;
     use crate::MockProvider;

@@ -166,14 +166,24 @@ pub struct KnownNetworks {
 }
 
 impl KnownNetworks {
+    /// What a full get-subnets listing says: the subnets now.
     pub fn learn_subnets(&mut self, subnets: &[Subnet]) {
-        self.subnets
-            .extend(subnets.iter().map(|s| (s.id.clone(), s.cidr)));
+        self.subnets = subnets.iter().map(|s| (s.id.clone(), s.cidr)).collect();
     }
 
+    /// What a full get-vpcs listing says: the VPCs now.
     pub fn learn_vpcs(&mut self, vpcs: &[Vpc]) {
-        self.vpcs
-            .extend(vpcs.iter().map(|v| (v.id.clone(), v.cidrs.clone())));
+        self.vpcs = vpcs
+            .iter()
+            .map(|v| (v.id.clone(), v.cidrs.clone()))
+            .collect();
+    }
+
+    /// Before learning a listing of every instance: interfaces it leaves
+    /// out no longer exist (a long-running operator sees thousands come and
+    /// go).
+    pub fn forget_interfaces(&mut self) {
+        self.interface_subnets.clear();
     }
 
     pub fn learn_interfaces<'a>(

@@ -73,10 +73,13 @@ impl AnswerChecks {
         subnets
     }
 
+    /// `every`: the listing is of every instance (no ids asked), so it says
+    /// which interfaces exist.
     pub(crate) fn instances(
         &self,
         provider: &str,
         items: Vec<Converted<Instance>>,
+        every: bool,
     ) -> Vec<Instance> {
         let mut instances = self.believed(provider, Operation::GetInstances, items);
         let mut known = self.known();
@@ -84,6 +87,9 @@ impl AnswerChecks {
         for (n, bad) in bad.into_iter().rev() {
             instances.remove(n);
             self.refuse(provider, Operation::GetInstances, bad);
+        }
+        if every {
+            known.forget_interfaces();
         }
         known.learn_interfaces(instances.iter().flat_map(|i| &i.interfaces));
         instances

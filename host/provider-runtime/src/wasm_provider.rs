@@ -420,6 +420,7 @@ impl CloudApi for WasmProvider {
     }
 
     async fn get_instances(&self, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        let every = ids.is_empty();
         // Owned: a call's future may not borrow its caller's arguments.
         let ids = ids.to_vec();
         let instances = self
@@ -427,7 +428,7 @@ impl CloudApi for WasmProvider {
                 provider_call(async move { l.bindings.get_instances(&mut l.store, &ids).await })
             })
             .await?;
-        Ok(self.answers.instances(&self.name, instances))
+        Ok(self.answers.instances(&self.name, instances, every))
     }
 
     async fn get_detached_interfaces(

@@ -376,3 +376,20 @@ fn limits_allow_at_least_one_interface_with_one_address() {
     };
     assert_eq!(problem(check_limits(&no_address)).0, Problem::ZeroLimit);
 }
+
+#[test]
+fn a_full_listing_replaces_what_was_known() {
+    let mut known = known();
+    known.learn_interfaces([&interface("eni-0", 0, "10.0.1.10", &[])]);
+    assert!(known.interface_bounds("eni-0").is_some());
+    known.forget_interfaces();
+    assert!(
+        known.interface_bounds("eni-0").is_none(),
+        "a gone interface is forgotten"
+    );
+    known.learn_subnets(&[]);
+    let mut elsewhere = instance("i-1", vec![interface("eni-0", 0, "10.0.9.10", &[])]);
+    elsewhere.interfaces[0].subnet_id = "subnet-1".into();
+    // subnet-1 is gone from the listing: its VPC's networks bound it now.
+    assert_eq!(check_instance(&elsewhere, &known), Ok(()));
+}

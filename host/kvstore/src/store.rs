@@ -1,0 +1,44 @@
+//! The operations the duties need from a kvstore, as a trait: the etcd
+//! client implements it, and [`crate::memory::MemoryStore`] implements it
+//! in memory for tests of what a duty writes.
+
+use async_trait::async_trait;
+
+use crate::KvError;
+
+/// One key as etcd holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: String,
+    pub value: Vec<u8>,
+    /// The revision that created the key (the lock order of a mutex).
+    pub create_revision: i64,
+    /// The revision of the key's last write.
+    pub mod_revision: i64,
+    /// The lease the key is attached to (0: none).
+    pub lease: i64,
+}
+
+/// What the operator's duties read and write.
+#[async_trait]
+pub trait SharedStore: Send + Sync {
+    /// Write `value` at `key` attached to the operator's session lease, so
+    /// the key goes when the operator is gone for longer than the lease.
+    async fn put_leased(&self, key: &str, value: Vec<u8>) -> Result<(), KvError>;
+
+    /// Write `value` at `key` with no lease.
+    async fn put(&self, key: &str, value: Vec<u8>) -> Result<(), KvError>;
+
+    /// Delete `key`; whether it existed.
+    async fn delete(&self, key: &str) -> Result<bool, KvError>;
+
+    /// Delete `key` only if its last write is still `mod_revision` (nobody
+    /// wrote it since it was read); whether it was deleted.
+    async fn delete_if_unchanged(&self, key: &str, mod_revision: i64) -> Result<bool, KvError>;
+
+    /// Every key under `prefix`, in key order.
+    async fn list_prefix(&self, prefix: &str) -> Result<Vec<KeyValue>, KvError>;
+
+    /// The key at `key`, if any.
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, KvError>;
+}

@@ -9,4 +9,4 @@ pub mod memory;
 pub mod store;
 
 pub use error::KvError;
-pub use store::{KeyValue, SharedStore};
+pub use store::{HeldLock, KeyValue, SharedStore};

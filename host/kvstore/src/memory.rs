@@ -6,10 +6,13 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use crate::{KeyValue, KvError, SharedStore};
+use crate::{HeldLock, KeyValue, KvError, SharedStore};
 
 /// The lease [`MemoryStore::put_leased`] attaches keys to.
 pub const MEMORY_SESSION_LEASE: i64 = 0x5e55;
+
+/// The lease [`MemoryStore::lock`] puts its lock keys on.
+pub const MEMORY_LOCK_LEASE: i64 = 0x10c;
 
 #[derive(Default)]
 struct State {
@@ -22,6 +25,8 @@ struct State {
 #[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    /// Woken when a key is deleted (a lock waiter looks again).
+    deleted: tokio::sync::Notify,
 }
 
 impl MemoryStore {
@@ -88,14 +93,18 @@ impl SharedStore for MemoryStore {
     }
 
     async fn delete(&self, key: &str) -> Result<bool, KvError> {
-        Ok(self.with(|s| {
+        let existed = self.with(|s| {
             let existed = s.keys.remove(key).is_some();
             if existed {
                 s.revision += 1;
                 s.writes.push(("delete", key.to_string()));
             }
             existed
-        }))
+        });
+        if existed {
+            self.deleted.notify_waiters();
+        }
+        Ok(existed)
     }
 
     async fn delete_if_unchanged(&self, key: &str, mod_revision: i64) -> Result<bool, KvError> {
@@ -124,6 +133,51 @@ impl SharedStore for MemoryStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, KvError> {
         Ok(self.with(|s| s.keys.get(key).cloned()))
     }
+
+    async fn lock(&self, path: &str) -> Result<HeldLock, KvError> {
+        // One lease for every lock of this store, so two locks of one path
+        // need distinct keys: the lease, then a count.
+        let key = self.with(|s| {
+            let key = format!("{path}/{MEMORY_LOCK_LEASE:x}-{}", s.revision + 1);
+            key
+        });
+        self.store(&key, Vec::new(), MEMORY_LOCK_LEASE);
+        let lock = HeldLock {
+            path: path.to_string(),
+            key,
+            lease: MEMORY_LOCK_LEASE,
+        };
+        loop {
+            let woken = self.deleted.notified();
+            let first = self
+                .list_prefix(&format!("{path}/"))
+                .await?
+                .into_iter()
+                .min_by_key(|kv| kv.create_revision);
+            if first.is_some_and(|kv| kv.key == lock.key) {
+                return Ok(lock);
+            }
+            woken.await;
+        }
+    }
+
+    async fn unlock(&self, lock: HeldLock) -> Result<(), KvError> {
+        self.delete(&lock.key).await.map(drop)
+    }
+
+    async fn delete_if_locked(
+        &self,
+        key: &str,
+        mod_revision: i64,
+        lock: &HeldLock,
+    ) -> Result<bool, KvError> {
+        let mine = self.with(|s| s.keys.contains_key(&lock.key));
+        if mine {
+            self.delete_if_unchanged(key, mod_revision).await
+        } else {
+            Ok(false)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -145,5 +199,31 @@ mod tests {
         assert!(store.delete_if_unchanged("a/1", 4).await.unwrap());
         assert!(!store.delete("a/1").await.unwrap());
         assert_eq!(store.keys(), ["a/2", "b/1"]);
+    }
+
+    #[tokio::test]
+    async fn a_lock_waits_for_its_holder() {
+        let store = std::sync::Arc::new(MemoryStore::new());
+        store.put("id/1", b"k".to_vec()).await.unwrap();
+        let first = store.lock("locks/id/1.lock").await.unwrap();
+        let waiter = tokio::spawn({
+            let store = store.clone();
+            async move { store.lock("locks/id/1.lock").await.unwrap() }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        assert!(store.delete_if_locked("id/1", 1, &first).await.unwrap());
+        store.unlock(first.clone()).await.unwrap();
+        let second = waiter.await.unwrap();
+        assert_ne!(second.key, first.key);
+        store.put("id/2", b"k".to_vec()).await.unwrap();
+        let revision = store.get("id/2").await.unwrap().unwrap().mod_revision;
+        assert!(
+            !store
+                .delete_if_locked("id/2", revision, &first)
+                .await
+                .unwrap(),
+            "a lock no longer held deletes nothing"
+        );
     }
 }

@@ -19,6 +19,19 @@ pub struct KeyValue {
     pub lease: i64,
 }
 
+/// A kvstore lock this operator holds: an etcd concurrency mutex, the key
+/// `<path>/<lease id in lower-case hex>` on the lock lease. It is held while
+/// that key is the one under `<path>/` with the smallest create revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLock {
+    /// The lock path (`cilium/state/identities/v1/locks/id/42.lock`).
+    pub path: String,
+    /// Our key under it.
+    pub key: String,
+    /// The lease our key is on.
+    pub lease: i64,
+}
+
 /// What the operator's duties read and write.
 #[async_trait]
 pub trait SharedStore: Send + Sync {
@@ -41,4 +54,21 @@ pub trait SharedStore: Send + Sync {
 
     /// The key at `key`, if any.
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, KvError>;
+
+    /// Take the lock at `path` (an etcd concurrency mutex on the lock
+    /// lease), waiting behind its holder and earlier waiters.
+    async fn lock(&self, path: &str) -> Result<HeldLock, KvError>;
+
+    /// Give the lock back (delete our key).
+    async fn unlock(&self, lock: HeldLock) -> Result<(), KvError>;
+
+    /// Delete `key` only if its last write is still `mod_revision` and
+    /// `lock` is still ours (its key exists), in one transaction; whether
+    /// it was deleted.
+    async fn delete_if_locked(
+        &self,
+        key: &str,
+        mod_revision: i64,
+        lock: &HeldLock,
+    ) -> Result<bool, KvError>;
 }

@@ -120,6 +120,11 @@ impl EtcdStore {
     }
 }
 
+/// etcd's answer to a write on a lease it does not have.
+fn lease_not_found(error: &KvError) -> bool {
+    matches!(error, KvError::Etcd { message, .. } if message.contains("requested lease not found"))
+}
+
 impl Drop for EtcdStore {
     fn drop(&mut self) {
         self.rewriter.abort();
@@ -149,9 +154,16 @@ async fn rewrite_on_new_lease(
 #[async_trait]
 impl SharedStore for EtcdStore {
     async fn put_leased(&self, key: &str, value: Vec<u8>) -> Result<(), KvError> {
-        self.client
-            .put(key, value.clone(), self.session.lease())
-            .await?;
+        let lease = self.session.lease();
+        match self.client.put(key, value.clone(), lease).await {
+            Err(error) if lease_not_found(&error) => {
+                // The lease expired or was revoked; the next keep-alive
+                // would notice within a third of its TTL: notice now.
+                let lease = self.session.lost(lease, Duration::from_secs(10)).await;
+                self.client.put(key, value.clone(), lease).await?;
+            }
+            other => other?,
+        }
         remembered(&self.leased).insert(key.to_string(), value);
         Ok(())
     }

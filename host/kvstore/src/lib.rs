@@ -26,6 +26,8 @@ mod limiter;
 pub mod memory;
 pub mod session;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod watch;
 
 pub use error::KvError;

@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use tokio::sync::watch;
+use std::sync::Arc;
+
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::client::EtcdClient;
@@ -16,6 +18,9 @@ use crate::KvError;
 pub struct Session {
     name: &'static str,
     lease: watch::Receiver<i64>,
+    /// Wakes the keep-alive loop before its time (a write was refused for
+    /// want of the lease).
+    check: Arc<Notify>,
     keeper: JoinHandle<()>,
     client: EtcdClient,
 }
@@ -46,25 +51,38 @@ enum Ended {
     Broken(String),
 }
 
-async fn keep_alive(client: &EtcdClient, lease: i64, ttl: Duration) -> Ended {
+/// A keep-alive error that says the lease is gone rather than the stream.
+fn ended_by(error: etcd_client::Error) -> Ended {
+    let message = error.to_string();
+    if message.contains("requested lease not found") {
+        Ended::LeaseGone
+    } else {
+        Ended::Broken(message)
+    }
+}
+
+async fn keep_alive(client: &EtcdClient, lease: i64, ttl: Duration, check: &Notify) -> Ended {
     let every = (ttl / 3).max(Duration::from_millis(500));
     let mut raw = client.raw();
     let (mut keeper, mut answers) = match raw.lease_keep_alive(lease).await {
         Ok(stream) => stream,
-        Err(e) => return Ended::Broken(e.to_string()),
+        Err(e) => return ended_by(e),
     };
     loop {
         if let Err(e) = keeper.keep_alive().await {
-            return Ended::Broken(e.to_string());
+            return ended_by(e);
         }
         match tokio::time::timeout(every, answers.message()).await {
             Ok(Ok(Some(answer))) if answer.ttl() > 0 => {}
             Ok(Ok(Some(_))) => return Ended::LeaseGone,
             Ok(Ok(None)) => return Ended::Broken("the keep-alive stream ended".into()),
-            Ok(Err(e)) => return Ended::Broken(e.to_string()),
+            Ok(Err(e)) => return ended_by(e),
             Err(_) => return Ended::Broken("no keep-alive answer in time".into()),
         }
-        tokio::time::sleep(every).await;
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = check.notified() => {}
+        }
     }
 }
 
@@ -79,12 +97,14 @@ impl Session {
         let first = grant(&client, name, ttl).await?;
         tracing::info!(session = name, lease = %format!("{first:x}"), ttl_s = ttl.as_secs(), "kvstore lease granted");
         let (lease_tx, lease) = watch::channel(first);
+        let check = Arc::new(Notify::new());
         let keeper = tokio::spawn({
             let client = client.clone();
+            let check = check.clone();
             async move {
                 let mut current = first;
                 loop {
-                    match keep_alive(&client, current, ttl).await {
+                    match keep_alive(&client, current, ttl, &check).await {
                         Ended::Broken(reason) => {
                             tracing::warn!(session = name, lease = %format!("{current:x}"), %reason, "kvstore lease keep-alive broke; retrying");
                             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -110,6 +130,7 @@ impl Session {
         Ok(Self {
             name,
             lease,
+            check,
             keeper,
             client,
         })
@@ -118,6 +139,16 @@ impl Session {
     /// The lease keys are written on now.
     pub fn lease(&self) -> i64 {
         *self.lease.borrow()
+    }
+
+    /// etcd refused a write for want of `lease`: check it now rather than
+    /// at the next keep-alive, and wait (up to `wait`) for its successor;
+    /// the lease to write on.
+    pub async fn lost(&self, lease: i64, wait: Duration) -> i64 {
+        let mut changes = self.lease.clone();
+        self.check.notify_one();
+        let _ = tokio::time::timeout(wait, changes.wait_for(|now| *now != lease)).await;
+        self.lease()
     }
 
     /// Told each time the lease is replaced.

@@ -146,22 +146,45 @@ impl PrefixWatcher {
     /// Run until `out` is closed: list, watch, and list again whenever the
     /// watch ends. Failed lists are retried with a growing pause (to 30 s).
     pub async fn run(self, out: mpsc::Sender<WatchEvent>) {
+        self.run_from(None, out).await;
+    }
+
+    /// As [`PrefixWatcher::run`], for a caller that already holds `listing`
+    /// (read earlier, or saved): the cache starts as it, and the first
+    /// watch starts just after it; if that revision was compacted away
+    /// meanwhile, the relist announces what changed since, deletes
+    /// included.
+    pub async fn resume(self, listing: Listing, out: mpsc::Sender<WatchEvent>) {
+        *self.cache.write() = listing
+            .keys
+            .iter()
+            .map(|kv| (kv.key.clone(), kv.clone()))
+            .collect();
+        self.run_from(Some(listing), out).await;
+    }
+
+    async fn run_from(self, mut listed: Option<Listing>, out: mpsc::Sender<WatchEvent>) {
         let mut pause = Duration::from_millis(200);
         loop {
-            let listing = match self.client.list(&self.prefix).await {
-                Ok(listing) => listing,
-                Err(error) => {
-                    tracing::warn!(prefix = %self.prefix, %error, "kvstore list failed; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(30));
-                    continue;
-                }
+            let listing = match listed.take() {
+                Some(listing) => listing,
+                None => match self.client.list(&self.prefix).await {
+                    Ok(listing) => {
+                        pause = Duration::from_millis(200);
+                        let events = differences(&self.cache.read(), &listing.keys);
+                        if !self.emit(events, &out).await {
+                            return;
+                        }
+                        listing
+                    }
+                    Err(error) => {
+                        tracing::warn!(prefix = %self.prefix, %error, "kvstore list failed; retrying");
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(30));
+                        continue;
+                    }
+                },
             };
-            pause = Duration::from_millis(200);
-            let events = differences(&self.cache.read(), &listing.keys);
-            if !self.emit(events, &out).await {
-                return;
-            }
             match self.watch_from(&listing, &out).await {
                 Ok(reason) => {
                     tracing::info!(prefix = %self.prefix, %reason, "kvstore watch ended; listing again")

@@ -71,12 +71,13 @@ impl EtcdStore {
         self.session.lease()
     }
 
-    /// Revoke both leases (a clean shutdown: our keys and locks go now
-    /// rather than after their TTL).
-    pub async fn close(&self) -> Result<(), KvError> {
+    /// A clean shutdown: revoke the lock lease, so locks still held go now
+    /// rather than after their TTL. The session lease is left to expire:
+    /// the services and the heartbeat must outlive a restart of the
+    /// operator (the next leader writes them again on its own lease).
+    pub async fn release_locks(&self) -> Result<(), KvError> {
         self.rewriter.abort();
-        self.lock_session.revoke().await?;
-        self.session.revoke().await
+        self.lock_session.revoke().await
     }
 
     /// Wait until no key under `path/` was created before ours.

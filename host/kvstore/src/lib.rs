@@ -5,8 +5,13 @@
 //!   the etcd implementation and an in-memory one ([`memory`]) for tests.
 
 pub mod error;
+pub mod identity_gc;
+pub mod layout;
+pub mod lock_sweeper;
 pub mod memory;
 pub mod store;
+#[cfg(test)]
+mod test_store;
 
 pub use error::KvError;
 pub use store::{HeldLock, KeyValue, SharedStore};

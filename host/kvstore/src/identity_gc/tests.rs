@@ -197,6 +197,10 @@ async fn deletions_are_paced_by_the_rate_limit() {
     // A burst of two, then one every 30 s.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(masters().await, 3);
+    assert!(
+        no_locks_left(&*store).await,
+        "the token is waited for before the lock, not under it"
+    );
     tokio::time::sleep(Duration::from_secs(28)).await;
     assert_eq!(masters().await, 3, "at 29 s");
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -305,3 +305,39 @@ fn defaults_are_cilium_s() {
     assert_eq!(defaults.interval, Duration::from_secs(900));
     assert_eq!(defaults.deletions_per_minute.get(), 2500);
 }
+
+#[tokio::test(start_paused = true)]
+async fn run_while_leading_over_a_dyn_store_deletes_an_orphan_on_the_second_round() {
+    use ipam_duty::{run_while_leading, DutyMetrics};
+    let memory = Arc::new(MemoryStore::new());
+    master(&*memory, "256", "k8s:app=a;").await;
+    let store: Arc<dyn SharedStore> = memory.clone();
+    let (leader_tx, leader) = tokio::sync::watch::channel(true);
+    let (stop_tx, stop) = tokio::sync::oneshot::channel::<()>();
+    let metrics = Arc::new(DutyMetrics::new());
+    let task = tokio::spawn(run_while_leading(
+        move || IdentityGc::new(store.clone(), IdentityGcSettings::default()),
+        leader,
+        metrics.clone(),
+        async {
+            let _ = stop.await;
+        },
+    ));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(exists(&*memory, &id_key("256")).await, "marked at 0 min");
+    // A new leader forgets the marks: its own first round only marks.
+    leader_tx.send_replace(false);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    leader_tx.send_replace(true);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(exists(&*memory, &id_key("256")).await, "marked afresh");
+    tokio::time::sleep(Duration::from_secs(15 * 60)).await;
+    assert!(
+        !exists(&*memory, &id_key("256")).await,
+        "deleted 15 min later"
+    );
+    assert_eq!(metrics.runs("identity-gc"), 3);
+    assert_eq!(metrics.deletions("identity-gc"), 1);
+    stop_tx.send(()).unwrap();
+    task.await.unwrap();
+}

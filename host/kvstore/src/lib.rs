@@ -14,18 +14,24 @@
 //!   written again on a new lease, locks as etcd concurrency mutexes), and
 //!   [`memory`] in memory for tests.
 //! - [`heartbeat`]: `cilium/.heartbeat` and the CiliumClusterConfig.
-//! - [`layout`]: the keys.
+//! - [`lock_sweeper`]: identity lock holders unchanged for two sweeps go.
+//! - [`identity_gc`]: identities no agent uses go on their second round.
+//! - [`layout`]: the keys, and the rules for reading them.
 
 pub mod client;
 pub mod config;
 pub mod error;
 pub mod etcd_store;
 pub mod heartbeat;
+pub mod identity_gc;
 pub mod layout;
 mod limiter;
+pub mod lock_sweeper;
 pub mod memory;
 pub mod session;
 pub mod store;
+#[cfg(test)]
+mod test_store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod watch;

@@ -2,7 +2,6 @@
 //! replica leads (`ipam_duty::run_while_leading`), every one counted in the
 //! same `cilium_operator_duty_*` metrics, all stopped at shutdown.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use ipam_duty::{run_while_leading, Duty, DutyMetrics};
@@ -16,10 +15,8 @@ pub struct Duties {
     running: Vec<(&'static str, JoinHandle<()>)>,
 }
 
-fn stopped(mut stop: watch::Receiver<bool>) -> impl Future<Output = ()> {
-    async move {
-        let _ = stop.wait_for(|s| *s).await;
-    }
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 impl Duties {

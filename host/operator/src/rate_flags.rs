@@ -43,17 +43,13 @@ pub fn rate_settings(
 /// The limits for this provider: its declared model checked and adjusted,
 /// or the shared bucket when it declares none.
 pub fn rate_limits(info: &ProviderInfo, settings: &RateSettings) -> anyhow::Result<RateLimits> {
-    match &info.rate_model {
-        Some(model) => RateLimits::from_model(model, info.capabilities, settings)
-            .with_context(|| format!("the rate model provider {} declares", info.name)),
-        None => {
-            tracing::warn!(provider = %info.name,
-                "the provider declares no rate model (built for WIT 0.1.0): one bucket for every call, \
-                 4 per second, burst 20, unless --rate-bucket all=BURST:PER_SECOND says otherwise");
-            RateLimits::undeclared(settings)
-                .context("the rate limits for a provider without a rate model")
-        }
+    if info.rate_model.is_none() {
+        tracing::warn!(provider = %info.name,
+            "the provider declares no rate model (built for WIT 0.1.0): one bucket for every call, \
+             4 per second, burst 20, unless --rate-bucket all=BURST:PER_SECOND says otherwise");
     }
+    RateLimits::of_provider(info, settings)
+        .with_context(|| format!("the rate limits of provider {}", info.name))
 }
 
 #[cfg(test)]

@@ -180,7 +180,11 @@ pub struct RunArgs {
     pub kvstore: KvstoreArgs,
     /// Seconds between rounds of the CiliumEndpoint GC (Cilium's
     /// --cilium-endpoint-gc-interval); 0 turns it off.
-    #[arg(long, env = "IPAM_CILIUM_ENDPOINT_GC_INTERVAL_SECONDS", default_value_t = 300)]
+    #[arg(
+        long,
+        env = "IPAM_CILIUM_ENDPOINT_GC_INTERVAL_SECONDS",
+        default_value_t = 300
+    )]
     pub cilium_endpoint_gc_interval_seconds: u64,
 
     /// A kubeconfig file; otherwise in-cluster config or $KUBECONFIG.

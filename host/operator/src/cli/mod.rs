@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch; errors become `anyhow` only here.
 
+mod kvstore_args;
 mod provider;
 mod run;
 mod simulate;

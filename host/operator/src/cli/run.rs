@@ -22,9 +22,14 @@ use ipam_provider_module::sha256_hex;
 use ipam_provider_runtime::{CallLimits, ProviderRuntime, RuntimeConfig};
 use tokio::sync::watch;
 
+use super::kvstore_args::KvstoreArgs;
 use super::provider::{load_config, module_bytes};
+use crate::duties::Duties;
 use crate::rate_flags::{parse_bucket_override, rate_limits, rate_settings};
 use crate::serve::{serve, Endpoints};
+use ipam_duty::DutyMetrics;
+use ipam_kvstore::etcd_store::EtcdStore;
+use ipam_kvstore::heartbeat::Heartbeat;
 
 /// The cloud the provider talks to, for its provider's default egress (the
 /// rate model is the provider's own declaration).
@@ -171,6 +176,13 @@ pub struct RunArgs {
     /// owns it); needs create on customresourcedefinitions.
     #[arg(long, env = "IPAM_REGISTER_CRD", default_value_t = false, action = clap::ArgAction::Set)]
     pub register_crd: bool,
+    #[command(flatten)]
+    pub kvstore: KvstoreArgs,
+    /// Seconds between rounds of the CiliumEndpoint GC (Cilium's
+    /// --cilium-endpoint-gc-interval); 0 turns it off.
+    #[arg(long, env = "IPAM_CILIUM_ENDPOINT_GC_INTERVAL_SECONDS", default_value_t = 300)]
+    pub cilium_endpoint_gc_interval_seconds: u64,
+
     /// A kubeconfig file; otherwise in-cluster config or $KUBECONFIG.
     #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -280,6 +292,25 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     tracing::info!(buckets = %limits.summary(), "keeping to the cloud's rate limits");
     let cloud = Arc::new(LimitedCloud::new(provider, limits).with_metrics(metrics.clone()));
 
+    // etcd is dialled at start, leader or not, so that a bad address or
+    // certificate stops the process at once instead of at its first lead.
+    let kvstore = match args.kvstore.enabled() {
+        true => {
+            let config = args.kvstore.etcd_config().context("the etcd flags")?;
+            let store = EtcdStore::connect(&config)
+                .await
+                .with_context(|| format!("connecting to etcd at {}", config.endpoints.join(",")))?;
+            tracing::info!(endpoints = %config.endpoints.join(","), "kvstore: connected to etcd");
+            Some(Arc::new(store))
+        }
+        false => {
+            tracing::info!(
+                "kvstore: no etcd given (--etcd-endpoints, --etcd-config): kvstore duties off"
+            );
+            None
+        }
+    };
+
     let client = kube_client(args.kubeconfig.as_deref()).await?;
     if args.register_crd && ipam_k8s::crd::ensure(client.clone()).await? {
         tracing::info!(crd = ipam_k8s::crd::NAME, "registered the CiliumNode CRD");
@@ -312,13 +343,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let until_stop = |mut stop: watch::Receiver<bool>| async move {
         let _ = stop.wait_for(|s| *s).await;
     };
+    let duty_metrics = Arc::new(DutyMetrics::new());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     tracing::info!(listen = %args.listen, "serving /healthz, /readyz, /metrics");
     let server = tokio::spawn(serve(
         listener,
-        Endpoints::new(ready, metrics),
+        Endpoints::new(ready, metrics, &duty_metrics),
         until_stop(stop.clone()),
     ));
     tokio::spawn(async move {
@@ -328,6 +360,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     });
 
     let (leader_tx, leader) = watch::channel(!args.leader_elect);
+    let mut duties = Duties::new(leader.clone(), stop.clone(), duty_metrics);
+    if let Some(store) = &kvstore {
+        if args.kvstore.kvstore_heartbeat {
+            let (store, settings) = (store.clone(), args.kvstore.heartbeat(&args.cluster_name));
+            duties.start("heartbeat", move || {
+                Heartbeat::new(store.clone(), settings.clone())
+            });
+        }
+    }
     let identity = args.identity.clone().unwrap_or_else(hostname);
     let election = args.leader_elect.then(|| {
         let mut config = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &identity);
@@ -346,6 +387,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         campaign,
         operator.lead(leader, &ready_tx, until_stop(stop.clone()))
     );
+    duties.join().await;
+    if let Some(store) = &kvstore {
+        if let Err(error) = store.release_locks().await {
+            tracing::warn!(%error, "kvstore: the lock lease could not be revoked; its locks go with its TTL");
+        }
+    }
     let _ = server.await;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,285 @@
+//! The etcd client every duty shares: one connection (endpoints, TLS,
+//! username and password), each request under the operator's rate limit
+//! and a timeout, answers turned into [`KeyValue`]s and [`KvError`]s.
+//! Prefix listings are paged at one revision, so a listing of 100,000 keys
+//! is one consistent snapshot without one answer larger than gRPC allows.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
+    PutOptions, TlsOptions, Txn, TxnOp,
+};
+
+use crate::config::EtcdConfig;
+use crate::limiter::RateLimiter;
+use crate::{KeyValue, KvError};
+
+/// Keys per page of a prefix listing.
+const PAGE: i64 = 2_000;
+
+#[derive(Clone)]
+pub struct EtcdClient {
+    client: Client,
+    limiter: Arc<RateLimiter>,
+    timeout: Duration,
+}
+
+/// One listing: the keys and the revision they were read at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub keys: Vec<KeyValue>,
+    pub revision: i64,
+}
+
+fn etcd_error(operation: &'static str, key: &str, error: etcd_client::Error) -> KvError {
+    KvError::Etcd {
+        operation,
+        key: key.to_string(),
+        message: error.to_string(),
+    }
+}
+
+/// A key as the layout reads it: keys are text; one that is not UTF-8 is
+/// malformed (nothing in Cilium's layout writes one).
+pub fn key_value(kv: &etcd_client::KeyValue) -> Result<KeyValue, KvError> {
+    let key = std::str::from_utf8(kv.key()).map_err(|_| KvError::Malformed {
+        key: String::from_utf8_lossy(kv.key()).into_owned(),
+        problem: "the key is not UTF-8".into(),
+    })?;
+    Ok(KeyValue {
+        key: key.to_string(),
+        value: kv.value().to_vec(),
+        create_revision: kv.create_revision(),
+        mod_revision: kv.mod_revision(),
+        lease: kv.lease(),
+    })
+}
+
+/// The end of the range of keys starting with `prefix` (etcd's prefix end:
+/// the last byte below 0xff incremented, the rest dropped).
+pub fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Every byte 0xff (or empty): to the end of the keyspace.
+    vec![0]
+}
+
+async fn read_file(path: &std::path::Path) -> Result<Vec<u8>, KvError> {
+    tokio::task::spawn_blocking({
+        let path = path.to_path_buf();
+        move || std::fs::read(&path)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r.map_err(|e| e.to_string()))
+    .map_err(|message| KvError::Etcd {
+        operation: "read TLS file",
+        key: path.display().to_string(),
+        message,
+    })
+}
+
+impl EtcdClient {
+    /// Connect to the endpoints of `config` (validated first).
+    pub async fn connect(config: &EtcdConfig) -> Result<Self, KvError> {
+        config.validate().map_err(|e| KvError::Etcd {
+            operation: "configure",
+            key: String::new(),
+            message: e.to_string(),
+        })?;
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(config.connect_timeout)
+            .with_timeout(config.request_timeout)
+            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
+            .with_keep_alive_while_idle(true);
+        if let Some(tls) = &config.tls {
+            let mut tls_options = TlsOptions::new();
+            if let Some(ca) = &tls.ca {
+                tls_options =
+                    tls_options.ca_certificate(Certificate::from_pem(read_file(ca).await?));
+            }
+            if let Some((cert, key)) = &tls.client {
+                tls_options = tls_options.identity(Identity::from_pem(
+                    read_file(cert).await?,
+                    read_file(key).await?,
+                ));
+            }
+            options = options.with_tls(tls_options);
+        }
+        if let (Some(user), Some(password)) = (&config.username, &config.password) {
+            options = options.with_user(user.clone(), password.clone());
+        }
+        let endpoints = config.endpoints.join(",");
+        let client = tokio::time::timeout(
+            config.connect_timeout,
+            Client::connect(&config.endpoints, Some(options)),
+        )
+        .await
+        .map_err(|_| KvError::Timeout {
+            operation: "connect",
+            key: endpoints.clone(),
+            seconds: config.connect_timeout.as_secs(),
+        })?
+        .map_err(|e| etcd_error("connect", &endpoints, e))?;
+        Ok(Self {
+            client,
+            limiter: Arc::new(RateLimiter::new(config.qps, config.burst)),
+            timeout: config.request_timeout,
+        })
+    }
+
+    /// The underlying client, for watches and leases (their streams are
+    /// not single requests; the callers pace them).
+    pub fn raw(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// One request: waits for a token, then runs under the timeout.
+    async fn request<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        key: &str,
+        call: F,
+    ) -> Result<T, KvError>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        self.limiter.acquire().await;
+        match tokio::time::timeout(self.timeout, call(self.client.clone())).await {
+            Ok(answer) => answer.map_err(|e| etcd_error(operation, key, e)),
+            Err(_) => Err(KvError::Timeout {
+                operation,
+                key: key.to_string(),
+                seconds: self.timeout.as_secs(),
+            }),
+        }
+    }
+
+    /// Every key under `prefix` at one revision (the current one), paged.
+    pub async fn list(&self, prefix: &str) -> Result<Listing, KvError> {
+        let end = prefix_end(prefix);
+        let mut listing = Listing::default();
+        let mut from = prefix.as_bytes().to_vec();
+        loop {
+            let options = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(PAGE)
+                .with_revision(listing.revision);
+            let start = from.clone();
+            let answer = self
+                .request("list", prefix, |mut c| async move {
+                    c.get(start, Some(options)).await
+                })
+                .await?;
+            if listing.revision == 0 {
+                listing.revision = answer.header().map_or(0, |h| h.revision());
+            }
+            for kv in answer.kvs() {
+                listing.keys.push(key_value(kv)?);
+            }
+            match answer.kvs().last() {
+                Some(last) if answer.more() => {
+                    from = last.key().to_vec();
+                    // The next key after `last`.
+                    from.push(0);
+                }
+                _ => return Ok(listing),
+            }
+        }
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<KeyValue>, KvError> {
+        let k = key.to_string();
+        let answer = self
+            .request("get", key, |mut c| async move { c.get(k, None).await })
+            .await?;
+        answer.kvs().first().map(key_value).transpose()
+    }
+
+    /// Write `value` at `key`, on `lease` (0: none).
+    pub async fn put(&self, key: &str, value: Vec<u8>, lease: i64) -> Result<(), KvError> {
+        let k = key.to_string();
+        let options = (lease != 0).then(|| PutOptions::new().with_lease(lease));
+        self.request(
+            "put",
+            key,
+            |mut c| async move { c.put(k, value, options).await },
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Delete `key`; whether it existed.
+    pub async fn delete(&self, key: &str) -> Result<bool, KvError> {
+        let k = key.to_string();
+        let answer = self
+            .request("delete", key, |mut c| async move {
+                c.delete(k, None::<DeleteOptions>).await
+            })
+            .await?;
+        Ok(answer.deleted() > 0)
+    }
+
+    /// Run `then` only if every comparison holds; whether they held.
+    pub async fn txn(
+        &self,
+        key: &str,
+        when: Vec<Compare>,
+        then: Vec<TxnOp>,
+    ) -> Result<bool, KvError> {
+        let txn = Txn::new().when(when).and_then(then);
+        let answer = self
+            .request("txn", key, |mut c| async move { c.txn(txn).await })
+            .await?;
+        Ok(answer.succeeded())
+    }
+
+    /// Delete `key` if its last write is `mod_revision`.
+    pub async fn delete_if_unchanged(&self, key: &str, mod_revision: i64) -> Result<bool, KvError> {
+        self.txn(
+            key,
+            vec![Compare::mod_revision(key, CompareOp::Equal, mod_revision)],
+            vec![TxnOp::delete(key, None)],
+        )
+        .await
+    }
+
+    /// Create `key` on `lease` if no key is there; the key's create
+    /// revision afterwards (ours, or the existing key's).
+    pub async fn create(&self, key: &str, lease: i64) -> Result<i64, KvError> {
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then(vec![TxnOp::put(
+                key,
+                Vec::new(),
+                Some(PutOptions::new().with_lease(lease)),
+            )])
+            .or_else(vec![TxnOp::get(key, None)]);
+        let answer = self
+            .request("create", key, |mut c| async move { c.txn(txn).await })
+            .await?;
+        if answer.succeeded() {
+            return Ok(answer.header().map_or(0, |h| h.revision()));
+        }
+        for response in answer.op_responses() {
+            if let etcd_client::TxnOpResponse::Get(get) = response {
+                if let Some(kv) = get.kvs().first() {
+                    return Ok(kv.create_revision());
+                }
+            }
+        }
+        Err(KvError::Malformed {
+            key: key.to_string(),
+            problem: "neither created nor found".into(),
+        })
+    }
+}

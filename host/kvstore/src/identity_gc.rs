@@ -1,0 +1,281 @@
+//! The identity GC (duty `identity-gc`): deletes the security identities no
+//! node uses any more, as cilium-operator does in kvstore identity mode.
+//!
+//! An agent allocating an identity writes the master key
+//! `cilium/state/identities/v1/id/<id>` (value: the labels key, no lease),
+//! then its own value key `.../value/<labels key>/<node ip>` on its lease.
+//! When the last endpoint with those labels goes, or the node does, the
+//! value keys go (deleted, or expired with the lease) but the master key
+//! stays: nobody else removes it, and a cluster's 65,280 identities would
+//! run out.
+//!
+//! Each round lists the master keys and judges those in this cluster's id
+//! range ([`decide::IdRange`]); others (another cluster's ids, keys that do
+//! not parse) are skipped and counted, never deleted. For each, under the
+//! allocator's lock of that key (so no agent is half way through taking
+//! it), the value keys of its labels are listed; [`decide::decide`] then
+//! keeps it (used), marks it (unused, first seen so) or deletes it (unused,
+//! and marked by the previous round at the same mod revision), with
+//! [`SharedStore::delete_if_locked`] so a key written since the listing, or
+//! a lock lost, deletes nothing. Two rounds apart (15 minutes by default)
+//! is far longer than an agent takes from the master key to its value key.
+//!
+//! Deletions are paced by a token bucket (2,500 a minute by default): each
+//! deleted identity is a watch event on every agent, and a burst of tens of
+//! thousands would reach them all at once.
+
+pub mod decide;
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ipam_duty::{Duty, RoundReport};
+
+use crate::layout::{identity_lock_path, is_value_key_of, value_prefix, IDENTITY_ID_PREFIX};
+use crate::limiter::RateLimiter;
+use crate::{HeldLock, KvError, SharedStore};
+use decide::{classify, decide, Classified, IdRange, MasterKey, Verdict};
+
+/// How the identity GC runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityGcSettings {
+    /// This cluster's id (Cilium's `cluster-id`, 0 to 255): the GC judges
+    /// only the identities of its range.
+    pub cluster_id: u8,
+    /// Time between rounds (Cilium's `identity-gc-interval`); an unused
+    /// identity goes on the second round that finds it unused.
+    pub interval: Duration,
+    /// Most deletions a minute, the first ones in a burst of as many
+    /// (Cilium's `identity-gc-rate-limit` over `identity-gc-rate-interval`).
+    pub deletions_per_minute: NonZeroU32,
+}
+
+impl Default for IdentityGcSettings {
+    /// Cilium's defaults: cluster 0, every 15 minutes, 2,500 deletions a
+    /// minute.
+    fn default() -> Self {
+        Self {
+            cluster_id: 0,
+            interval: Duration::from_secs(15 * 60),
+            deletions_per_minute: DEFAULT_DELETIONS_PER_MINUTE,
+        }
+    }
+}
+
+/// What one round found and did. `scanned` is `in_range + out_of_range +
+/// skipped_malformed`; the keys in range end up `kept_used`, `marked`,
+/// `deleted` or `raced`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IdentityGcReport {
+    /// Master keys listed.
+    pub scanned: u64,
+    /// Of this cluster's range, judged.
+    pub in_range: u64,
+    /// Another cluster's, or reserved: skipped.
+    pub out_of_range: u64,
+    /// Ids or labels that do not parse: skipped (and logged).
+    pub skipped_malformed: u64,
+    /// Used by a node: kept.
+    pub kept_used: u64,
+    /// Unused, first seen so: kept until the next round.
+    pub marked: u64,
+    /// Unused on two rounds: deleted.
+    pub deleted: u64,
+    /// To delete, but written (re-used) or our lock lost between the
+    /// listing and the delete: kept, judged afresh next round.
+    pub raced: u64,
+}
+
+const DEFAULT_DELETIONS_PER_MINUTE: NonZeroU32 = NonZeroU32::new(2500).unwrap();
+
+/// How many malformed keys a round's summary names.
+const MALFORMED_EXAMPLES: usize = 3;
+
+/// The identity GC duty, over any [`SharedStore`]. Made anew each time
+/// this replica leads, so the first round of a new leader marks only: it
+/// deletes nothing on what another replica saw.
+pub struct IdentityGc<S: ?Sized> {
+    store: Arc<S>,
+    settings: IdentityGcSettings,
+    range: IdRange,
+    /// Master keys the previous round found unused: their mod revision then.
+    remembered: HashMap<String, i64>,
+    pace: RateLimiter,
+}
+
+/// What became of one master key judged under its lock.
+enum Outcome {
+    KeptUsed,
+    Marked(i64),
+    Deleted,
+    Raced,
+}
+
+impl<S: SharedStore + ?Sized> IdentityGc<S> {
+    pub fn new(store: Arc<S>, settings: IdentityGcSettings) -> Self {
+        let per_minute = settings.deletions_per_minute.get();
+        let pace = RateLimiter::new(f64::from(per_minute) / 60.0, per_minute);
+        Self {
+            range: IdRange::of_cluster(settings.cluster_id),
+            store,
+            settings,
+            remembered: HashMap::new(),
+            pace,
+        }
+    }
+
+    /// One round. On a store error the round stops there; the marks of the
+    /// keys it did not reach are kept, so their deletion is not put off by
+    /// a round.
+    pub async fn collect(&mut self) -> Result<IdentityGcReport, KvError> {
+        let listing = self.store.list_prefix(IDENTITY_ID_PREFIX).await?;
+        let previous = std::mem::take(&mut self.remembered);
+        let mut report = IdentityGcReport {
+            scanned: listing.len() as u64,
+            ..IdentityGcReport::default()
+        };
+        let mut ours: Vec<MasterKey<'_>> = Vec::new();
+        let mut malformed: Vec<String> = Vec::new();
+        for kv in &listing {
+            match classify(kv, self.range) {
+                Classified::InRange(master) => ours.push(master),
+                Classified::OutOfRange { .. } => report.out_of_range += 1,
+                Classified::Malformed(problem) => {
+                    report.skipped_malformed += 1;
+                    if malformed.len() < MALFORMED_EXAMPLES {
+                        malformed.push(format!("{}: {problem}", kv.key));
+                    }
+                }
+            }
+        }
+        report.in_range = ours.len() as u64;
+        if report.skipped_malformed > 0 {
+            tracing::warn!(
+                count = report.skipped_malformed,
+                examples = %malformed.join("; "),
+                "identity GC: master keys skipped, they are not what Cilium writes"
+            );
+        }
+        for (index, master) in ours.iter().enumerate() {
+            let remembered = previous.get(master.key).copied();
+            match self.judge(master, remembered).await {
+                Ok(Outcome::KeptUsed) => report.kept_used += 1,
+                Ok(Outcome::Marked(mod_revision)) => {
+                    self.remembered.insert(master.key.to_string(), mod_revision);
+                    report.marked += 1;
+                }
+                Ok(Outcome::Deleted) => {
+                    tracing::debug!(
+                        key = master.key,
+                        labels = master.labels,
+                        "identity GC: unused identity deleted"
+                    );
+                    report.deleted += 1;
+                }
+                Ok(Outcome::Raced) => report.raced += 1,
+                Err(error) => {
+                    for left in &ours[index..] {
+                        if let Some(&mod_revision) = previous.get(left.key) {
+                            self.remembered.insert(left.key.to_string(), mod_revision);
+                        }
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Judge one master key under its lock, and unlock.
+    async fn judge(
+        &mut self,
+        master: &MasterKey<'_>,
+        remembered: Option<i64>,
+    ) -> Result<Outcome, KvError> {
+        // The deletion's token is waited for before the lock, not under it:
+        // agents taking this identity would otherwise wait on our lock for
+        // as long as we wait on the bucket. A key found used after all
+        // wastes its token, which only slows the GC.
+        if decide(remembered, master.mod_revision, false) == Verdict::Delete {
+            self.paced().await;
+        }
+        let lock = self.store.lock(&identity_lock_path(master.id_text)).await?;
+        let judged = self.judge_locked(master, remembered, &lock).await;
+        // Unlock even when judging failed: the lock key would otherwise
+        // block agents until the lock lease or the lock sweeper ends it.
+        let unlocked = self.store.unlock(lock).await;
+        let outcome = judged?;
+        unlocked?;
+        Ok(outcome)
+    }
+
+    async fn judge_locked(
+        &self,
+        master: &MasterKey<'_>,
+        remembered: Option<i64>,
+        lock: &HeldLock,
+    ) -> Result<Outcome, KvError> {
+        let prefix = value_prefix(master.labels);
+        let used = self
+            .store
+            .list_prefix(&prefix)
+            .await?
+            .iter()
+            .any(|kv| is_value_key_of(&prefix, &kv.key));
+        Ok(match decide(remembered, master.mod_revision, used) {
+            Verdict::KeepUsed => Outcome::KeptUsed,
+            Verdict::Mark { mod_revision } => Outcome::Marked(mod_revision),
+            Verdict::Delete => {
+                if self
+                    .store
+                    .delete_if_locked(master.key, master.mod_revision, lock)
+                    .await?
+                {
+                    Outcome::Deleted
+                } else {
+                    Outcome::Raced
+                }
+            }
+        })
+    }
+
+    /// Wait for a deletion's token, on tokio's clock.
+    async fn paced(&mut self) {
+        self.pace.acquire().await;
+    }
+}
+
+#[async_trait]
+impl<S: SharedStore + ?Sized + 'static> Duty for IdentityGc<S> {
+    fn name(&self) -> &'static str {
+        "identity-gc"
+    }
+
+    fn interval(&self) -> Duration {
+        self.settings.interval
+    }
+
+    async fn round(&mut self) -> Result<RoundReport, String> {
+        let report = self.collect().await.map_err(|e| e.to_string())?;
+        tracing::info!(
+            scanned = report.scanned,
+            in_range = report.in_range,
+            out_of_range = report.out_of_range,
+            skipped_malformed = report.skipped_malformed,
+            kept_used = report.kept_used,
+            marked = report.marked,
+            deleted = report.deleted,
+            raced = report.raced,
+            "identity GC round"
+        );
+        Ok(RoundReport {
+            deletions: report.deleted,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,226 @@
+//! The kvstore layer against a real etcd (Debian's etcd-server, started by
+//! each test on 127.0.0.1 with a temporary data dir).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipam_duty::Duty;
+use ipam_kvstore::client::EtcdClient;
+use ipam_kvstore::etcd_store::EtcdStore;
+use ipam_kvstore::heartbeat::{Heartbeat, HeartbeatSettings};
+use ipam_kvstore::layout::HEARTBEAT_KEY;
+use ipam_kvstore::testing::EtcdServer;
+use ipam_kvstore::watch::{PrefixWatcher, WatchEvent};
+use ipam_kvstore::SharedStore;
+use tokio::sync::mpsc;
+
+async fn next(events: &mut mpsc::Receiver<WatchEvent>) -> WatchEvent {
+    tokio::time::timeout(Duration::from_secs(20), events.recv())
+        .await
+        .expect("a watch event within 20 s")
+        .expect("the watcher runs")
+}
+
+/// Events up to and including the next `Synced`.
+async fn until_synced(events: &mut mpsc::Receiver<WatchEvent>) -> Vec<WatchEvent> {
+    let mut seen = Vec::new();
+    loop {
+        let event = next(events).await;
+        if event == WatchEvent::Synced {
+            return seen;
+        }
+        seen.push(event);
+    }
+}
+
+async fn ttl_of(client: &EtcdClient, lease: i64) -> i64 {
+    client
+        .raw()
+        .lease_time_to_live(lease, None)
+        .await
+        .unwrap()
+        .ttl()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_is_written_on_the_session_lease_and_refreshed() {
+    let etcd = EtcdServer::start().await;
+    let store = Arc::new(EtcdStore::connect(&etcd.config()).await.unwrap());
+    let mut heartbeat = Heartbeat::new(store.clone(), HeartbeatSettings::default());
+    heartbeat.round().await.unwrap();
+    let first = store
+        .get(HEARTBEAT_KEY)
+        .await
+        .unwrap()
+        .expect("the heartbeat");
+    assert_eq!(first.lease, store.session_lease());
+    let ttl = ttl_of(store.client(), first.lease).await;
+    assert!(
+        (14 * 60..=15 * 60).contains(&ttl),
+        "the session lease is 15 min: {ttl} s"
+    );
+    let text = String::from_utf8(first.value.clone()).unwrap();
+    text.parse::<jiff::Timestamp>().expect("RFC 3339");
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    heartbeat.round().await.unwrap();
+    let second = store.get(HEARTBEAT_KEY).await.unwrap().unwrap();
+    assert!(second.mod_revision > first.mod_revision, "refreshed");
+    assert_ne!(second.value, first.value, "a later time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_session_lease_is_replaced_and_its_keys_written_again() {
+    let etcd = EtcdServer::start().await;
+    let store = EtcdStore::connect(&etcd.config()).await.unwrap();
+    store
+        .put_leased("cilium/state/services/v1/c/ns/a", b"{}".to_vec())
+        .await
+        .unwrap();
+    let old = store.session_lease();
+    // Another client revokes it: etcd deletes its keys, the keep-alive
+    // learns the lease is gone.
+    store.client().raw().lease_revoke(old).await.unwrap();
+    assert!(store
+        .get("cilium/state/services/v1/c/ns/a")
+        .await
+        .unwrap()
+        .is_none());
+    // The next heartbeat's write is refused for want of the lease: a new
+    // one is granted, and every key is written again on it.
+    store
+        .put_leased(HEARTBEAT_KEY, b"now".to_vec())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let kv = store.get("cilium/state/services/v1/c/ns/a").await.unwrap();
+        if let Some(kv) = kv.filter(|kv| kv.lease != old) {
+            assert_eq!(kv.lease, store.session_lease());
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the key was not written again on a new lease"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_queue_in_create_order_on_the_lock_lease() {
+    let etcd = EtcdServer::start().await;
+    let first = Arc::new(EtcdStore::connect(&etcd.config()).await.unwrap());
+    let second = Arc::new(EtcdStore::connect(&etcd.config()).await.unwrap());
+    let path = "cilium/state/identities/v1/locks/id/300.lock";
+    let held = first.lock(path).await.unwrap();
+    assert_eq!(held.key, format!("{path}/{:x}", held.lease));
+    let lock_ttl = ttl_of(first.client(), held.lease).await;
+    assert!(
+        (20..=25).contains(&lock_ttl),
+        "the lock lease is 25 s: {lock_ttl}"
+    );
+    let waiter = tokio::spawn({
+        let second = second.clone();
+        async move { second.lock(path).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiter.is_finished(), "the second waits behind the holder");
+    let keys = first.list_prefix(&format!("{path}/")).await.unwrap();
+    assert_eq!(keys.len(), 2, "the waiter's key is there: {keys:?}");
+
+    first
+        .put("cilium/state/identities/v1/id/300", b"k8s:a=b;".to_vec())
+        .await
+        .unwrap();
+    let master = first
+        .get("cilium/state/identities/v1/id/300")
+        .await
+        .unwrap()
+        .unwrap();
+    first.unlock(held.clone()).await.unwrap();
+    let theirs = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !first
+            .delete_if_locked(&master.key, master.mod_revision, &held)
+            .await
+            .unwrap(),
+        "a lock given back guards nothing"
+    );
+    assert!(second
+        .delete_if_locked(&master.key, master.mod_revision, &theirs)
+        .await
+        .unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_revision_was_compacted_relists_without_losing_a_delete() {
+    let etcd = EtcdServer::start().await;
+    let client = etcd.client().await;
+    for key in ["p/a", "p/b", "p/c"] {
+        client.put(key, b"1".to_vec(), 0).await.unwrap();
+    }
+    let stale = client.list("p/").await.unwrap();
+    // While nobody watches: b goes, c changes, d comes, and the history
+    // that would tell is compacted away.
+    client.delete("p/b").await.unwrap();
+    client.put("p/c", b"2".to_vec(), 0).await.unwrap();
+    client.put("p/d", b"1".to_vec(), 0).await.unwrap();
+    let now = client.list("p/").await.unwrap().revision;
+    etcd.compact(now).await;
+
+    let watcher = PrefixWatcher::new(client.clone(), "p/");
+    let cache = watcher.cache();
+    let (tx, mut events) = mpsc::channel(64);
+    tokio::spawn(watcher.resume(stale, tx));
+    let seen = until_synced(&mut events).await;
+    let keys = |kind: &str| -> Vec<String> {
+        seen.iter()
+            .filter_map(|e| match (e, kind) {
+                (WatchEvent::Upsert(kv), "upsert") => Some(kv.key.clone()),
+                (WatchEvent::Delete { key }, "delete") => Some(key.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(keys("delete"), ["p/b"], "{seen:?}");
+    assert_eq!(keys("upsert"), ["p/c", "p/d"], "{seen:?}");
+    assert_eq!(cache.keys(), ["p/a", "p/c", "p/d"]);
+
+    // And it watches on from there.
+    client.delete("p/a").await.unwrap();
+    assert_eq!(
+        next(&mut events).await,
+        WatchEvent::Delete { key: "p/a".into() }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_broken_by_an_etcd_crash_relists_and_goes_on() {
+    let mut etcd = EtcdServer::start().await;
+    let client = etcd.client().await;
+    client.put("p/a", b"1".to_vec(), 0).await.unwrap();
+    let watcher = PrefixWatcher::new(client.clone(), "p/");
+    let cache = watcher.cache();
+    let (tx, mut events) = mpsc::channel(64);
+    tokio::spawn(watcher.run(tx));
+    assert_eq!(until_synced(&mut events).await.len(), 1);
+
+    etcd.kill();
+    etcd.restart().await;
+    let writer = etcd.client().await;
+    writer.put("p/b", b"1".to_vec(), 0).await.unwrap();
+    writer.delete("p/a").await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while cache.keys() != ["p/b"] {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "cache after the crash: {:?}",
+            cache.keys()
+        );
+        let _ = tokio::time::timeout(Duration::from_secs(1), events.recv()).await;
+    }
+}

@@ -91,7 +91,7 @@ pub mod keys {
     /// The marker peers wait for before trusting the services prefix as
     /// complete: `cilium/synced/<cluster>/cilium/state/services/v1`.
     pub fn services_synced(cluster: &str) -> String {
-        format!("cilium/synced/{cluster}/{SERVICES_PREFIX}")
+        ipam_kvstore::layout::synced_key(cluster, SERVICES_PREFIX)
     }
 
     /// This cluster's nodes: `cilium/state/nodes/v1/<cluster>/`.

@@ -2,7 +2,8 @@
 //! Service and its EndpointSlices make: pure functions over k8s-openapi
 //! types, so that every rule is table-tested.
 //!
-//! What is taken from where (as cilium-operator does it, Cilium 1.15-1.18):
+//! What is taken from where (as cilium-operator does it, but for the
+//! terminating endpoints noted below):
 //! - exported: Services annotated global (`service.cilium.io/global`, or
 //!   the older `io.cilium/global-service`, equal to `true` in any case)
 //!   and shared (`service.cilium.io/shared`, or `io.cilium/shared-service`;
@@ -19,8 +20,9 @@
 //!   which Kubernetes says means ready) of the IPv4 and IPv6 slices
 //!   labelled `kubernetes.io/service-name`, with the slice's ports (name ->
 //!   protocol, port; a port with no number means "all ports" and is not
-//!   exported). Terminating endpoints, even if still serving, are not
-//!   exported: a peer should not send new connections to them.
+//!   exported). Terminating endpoints are not exported even while still
+//!   serving, so that a peer sends no new connections to them (recent
+//!   Cilium operators also export serving ones; peers accept either).
 //! - hostnames and zones: the endpoint's `hostname`, and its `zone` with
 //!   the zones of its hints (`hints.forZones`).
 //! - labels and selector from the Service; `includeExternal` and `shared`

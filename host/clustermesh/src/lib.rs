@@ -1,6 +1,6 @@
 //! Cilium's shared-store shapes and the operator's two clustermesh duties
 //! over them, in the kvstore layout Cilium's agents and clustermesh peers
-//! read (Cilium 1.15-1.18).
+//! read (Cilium 1.15 onwards).
 //!
 //! # What is written where
 //!

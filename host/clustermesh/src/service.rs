@@ -61,8 +61,8 @@ pub struct ClusterService {
         deserialize_with = "null_as_default"
     )]
     pub hostnames: BTreeMap<String, String>,
-    /// Backend IP -> its zone (Go: `omitempty`; peers before Cilium 1.18
-    /// do not know the field and skip it).
+    /// Backend IP -> its zone (Go: `omitempty`; a peer whose Cilium has
+    /// no such field skips it, as Go's decoder skips unknown fields).
     #[serde(
         default,
         skip_serializing_if = "BTreeMap::is_empty",

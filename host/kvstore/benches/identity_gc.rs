@@ -14,11 +14,10 @@
 //! default 2,500 deletions a minute would stretch the deleting round to
 //! minutes of waiting, which measures the limit, not the GC).
 //!
-//! The store is chosen by [`store`]: the in-memory one. Once the etcd
-//! `SharedStore` is on this branch, `store` is where it plugs in when
-//! `IPAM_ETCD_ENDPOINTS` is set (a scratch etcd: the bench writes under
-//! `cilium/state/identities/v1/` and expects it empty); until then that
-//! variable is only reported as ignored.
+//! The store: in memory by default; `IDGC_BENCH_STORE=etcd` starts a real
+//! etcd (Debian's, on 127.0.0.1 with a temporary data dir, as the tests do)
+//! and measures the etcd store over it, printing the etcd requests sent
+//! besides the store calls.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,9 +25,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use futures::StreamExt;
+use ipam_kvstore::client::EtcdClient;
+use ipam_kvstore::etcd_store::EtcdStore;
 use ipam_kvstore::identity_gc::{IdentityGc, IdentityGcReport, IdentityGcSettings};
 use ipam_kvstore::layout::{IDENTITY_ID_PREFIX, IDENTITY_VALUE_PREFIX};
 use ipam_kvstore::memory::MemoryStore;
+use ipam_kvstore::testing::EtcdServer;
 use ipam_kvstore::{HeldLock, KeyValue, KvError, SharedStore};
 
 /// The store operations, counted apart.
@@ -41,9 +44,10 @@ enum Call {
     Lock,
     Unlock,
     DeleteIfLocked,
+    VisitKeys,
 }
 
-const CALLS: [(Call, &str); 7] = [
+const CALLS: [(Call, &str); 8] = [
     (Call::Put, "put"),
     (Call::Delete, "delete"),
     (Call::List, "list"),
@@ -51,6 +55,7 @@ const CALLS: [(Call, &str); 7] = [
     (Call::Lock, "lock"),
     (Call::Unlock, "unlock"),
     (Call::DeleteIfLocked, "delete-if-locked"),
+    (Call::VisitKeys, "visit-keys"),
 ];
 
 /// A store that counts the calls made through it.
@@ -99,6 +104,14 @@ impl SharedStore for Counting {
         self.count(Call::List);
         self.inner.list_prefix(prefix).await
     }
+    async fn visit_keys(
+        &self,
+        prefix: &str,
+        visit: &mut (dyn for<'k> FnMut(&'k str) + Send),
+    ) -> Result<(), KvError> {
+        self.count(Call::VisitKeys);
+        self.inner.visit_keys(prefix, visit).await
+    }
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, KvError> {
         self.count(Call::Get);
         self.inner.get(key).await
@@ -122,19 +135,24 @@ impl SharedStore for Counting {
     }
 }
 
-/// The store to measure: see the crate docs above for etcd.
-fn store() -> Arc<dyn SharedStore> {
-    if let Ok(endpoints) = std::env::var("IPAM_ETCD_ENDPOINTS") {
-        println!("IPAM_ETCD_ENDPOINTS={endpoints} ignored: no etcd SharedStore on this branch yet");
+/// The store to measure, the etcd behind it (kept alive while measuring)
+/// and its client (for the request count).
+async fn store() -> Result<(Arc<dyn SharedStore>, Option<(EtcdServer, EtcdClient)>), KvError> {
+    if std::env::var("IDGC_BENCH_STORE").as_deref() != Ok("etcd") {
+        println!("store: MemoryStore (IDGC_BENCH_STORE=etcd for a real etcd)");
+        return Ok((Arc::new(MemoryStore::new()), None));
     }
-    println!("store: MemoryStore");
-    Arc::new(MemoryStore::new())
+    let server = EtcdServer::start().await;
+    let store = EtcdStore::connect(&server.config()).await?;
+    let client = store.client().clone();
+    println!("store: EtcdStore over etcd at {}", server.endpoint());
+    Ok((Arc::new(store), Some((server, client))))
 }
 
 /// Write `count` master keys from id 256 on, every other one used by a
-/// node.
+/// node; 64 writes in flight (a real etcd would take minutes one by one).
 async fn fill(store: &dyn SharedStore, count: u64) -> Result<(), KvError> {
-    for n in 0..count {
+    let one = |n: u64| async move {
         let id = 256 + n;
         let labels = format!("k8s:app=bench-{id};k8s:io.kubernetes.pod.namespace=default;");
         store
@@ -152,6 +170,13 @@ async fn fill(store: &dyn SharedStore, count: u64) -> Result<(), KvError> {
                 )
                 .await?;
         }
+        Ok::<(), KvError>(())
+    };
+    let mut writes = futures::stream::iter(0..count)
+        .map(one)
+        .buffer_unordered(64);
+    while let Some(written) = writes.next().await {
+        written?;
     }
     Ok(())
 }
@@ -198,7 +223,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let store = Arc::new(Counting::new(store()));
+        let (inner, etcd) = store().await?;
+        let requests = || etcd.as_ref().map(|(_, client)| client.requests());
+        let store = Arc::new(Counting::new(inner));
         let started = Instant::now();
         fill(&*store, count).await?;
         store.take();
@@ -215,9 +242,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
         );
         for name in ["round 1 (marks)", "round 2 (deletes)", "round 3 (steady)"] {
+            let before = requests();
             let started = Instant::now();
             let report = gc.collect().await?;
             print_round(name, started.elapsed(), &report, store.take());
+            if let (Some(before), Some(after)) = (before, requests()) {
+                let sent = after - before;
+                println!(
+                    "    etcd requests {sent}: {:.3} per master key, {:.3} per key in range",
+                    sent as f64 / report.scanned.max(1) as f64,
+                    sent as f64 / report.in_range.max(1) as f64,
+                );
+            }
         }
         Ok(())
     })

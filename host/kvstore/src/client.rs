@@ -5,6 +5,7 @@
 //! is one consistent snapshot without one answer larger than gRPC allows.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +26,8 @@ pub struct EtcdClient {
     client: Client,
     limiter: Arc<RateLimiter>,
     timeout: Duration,
+    /// Requests sent (each page of a listing is one).
+    requests: Arc<AtomicU64>,
 }
 
 /// One listing: the keys and the revision they were read at.
@@ -133,6 +136,7 @@ impl EtcdClient {
             client,
             limiter: Arc::new(RateLimiter::new(config.qps, config.burst)),
             timeout: config.request_timeout,
+            requests: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -140,6 +144,12 @@ impl EtcdClient {
     /// not single requests; the callers pace them).
     pub fn raw(&self) -> Client {
         self.client.clone()
+    }
+
+    /// Requests sent so far through this client and its clones (watches
+    /// and keep-alives, which are streams, not counted).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// One request: waits for a token, then runs under the timeout.
@@ -154,6 +164,7 @@ impl EtcdClient {
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         self.limiter.acquire().await;
+        self.requests.fetch_add(1, Ordering::Relaxed);
         match tokio::time::timeout(self.timeout, call(self.client.clone())).await {
             Ok(answer) => answer.map_err(|e| etcd_error(operation, key, e)),
             Err(_) => Err(KvError::Timeout {
@@ -166,33 +177,69 @@ impl EtcdClient {
 
     /// Every key under `prefix` at one revision (the current one), paged.
     pub async fn list(&self, prefix: &str) -> Result<Listing, KvError> {
+        let mut keys = Vec::new();
+        let revision = self
+            .pages(prefix, false, &mut |page| keys.extend(page))
+            .await?;
+        Ok(Listing { keys, revision })
+    }
+
+    /// The names of the keys under `prefix` at one revision, a page at a
+    /// time (values left out by etcd).
+    pub async fn visit_keys(
+        &self,
+        prefix: &str,
+        visit: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<i64, KvError> {
+        self.pages(prefix, true, &mut |page| {
+            for kv in page {
+                visit(&kv.key);
+            }
+        })
+        .await
+    }
+
+    /// The keys under `prefix`, a page at a time, all at the revision of
+    /// the first page; that revision.
+    async fn pages(
+        &self,
+        prefix: &str,
+        keys_only: bool,
+        take: &mut (dyn FnMut(Vec<KeyValue>) + Send),
+    ) -> Result<i64, KvError> {
         let end = prefix_end(prefix);
-        let mut listing = Listing::default();
+        let mut revision = 0;
         let mut from = prefix.as_bytes().to_vec();
         loop {
-            let options = GetOptions::new()
+            let mut options = GetOptions::new()
                 .with_range(end.clone())
                 .with_limit(PAGE)
-                .with_revision(listing.revision);
+                .with_revision(revision);
+            if keys_only {
+                options = options.with_keys_only();
+            }
             let start = from.clone();
             let answer = self
                 .request("list", prefix, |mut c| async move {
                     c.get(start, Some(options)).await
                 })
                 .await?;
-            if listing.revision == 0 {
-                listing.revision = answer.header().map_or(0, |h| h.revision());
+            if revision == 0 {
+                revision = answer.header().map_or(0, |h| h.revision());
             }
-            for kv in answer.kvs() {
-                listing.keys.push(key_value(kv)?);
-            }
+            let page = answer
+                .kvs()
+                .iter()
+                .map(key_value)
+                .collect::<Result<Vec<_>, _>>()?;
+            take(page);
             match answer.kvs().last() {
                 Some(last) if answer.more() => {
                     from = last.key().to_vec();
                     // The next key after `last`.
                     from.push(0);
                 }
-                _ => return Ok(listing),
+                _ => return Ok(revision),
             }
         }
     }

@@ -195,6 +195,14 @@ impl SharedStore for EtcdStore {
         self.client.get(key).await
     }
 
+    async fn visit_keys(
+        &self,
+        prefix: &str,
+        visit: &mut (dyn for<'k> FnMut(&'k str) + Send),
+    ) -> Result<(), KvError> {
+        self.client.visit_keys(prefix, visit).await.map(drop)
+    }
+
     async fn lock(&self, path: &str) -> Result<HeldLock, KvError> {
         let lease = self.lock_session.lease();
         let key = format!("{path}/{lease:x}");

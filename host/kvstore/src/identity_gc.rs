@@ -11,14 +11,18 @@
 //!
 //! Each round lists the master keys and judges those in this cluster's id
 //! range ([`decide::IdRange`]); others (another cluster's ids, keys that do
-//! not parse) are skipped and counted, never deleted. For each, under the
-//! allocator's lock of that key (so no agent is half way through taking
-//! it), the value keys of its labels are listed; [`decide::decide`] then
-//! keeps it (used), marks it (unused, first seen so) or deletes it (unused,
-//! and marked by the previous round at the same mod revision), with
-//! [`SharedStore::delete_if_locked`] so a key written since the listing, or
-//! a lock lost, deletes nothing. Two rounds apart (15 minutes by default)
-//! is far longer than an agent takes from the master key to its value key.
+//! not parse) are skipped and counted, never deleted. The value keys' names
+//! are listed once, page by page, into the set of labels keys in use;
+//! [`decide::decide`] then keeps each identity (used), marks it (unused,
+//! first seen so) or, when unused and marked by the previous round at the
+//! same mod revision, judges it again under the allocator's lock of that
+//! key (its value keys listed again, so no agent is half way through
+//! taking it) and deletes it with [`SharedStore::delete_if_locked`], so a
+//! key written since the listing, or a lock lost, deletes nothing. Cilium
+//! takes the lock and lists the value keys for every identity every round;
+//! here only deletions cost requests. Two rounds apart (15 minutes by
+//! default) is far longer than an agent takes from the master key to its
+//! value key.
 //!
 //! Deletions are paced by a token bucket (2,500 a minute by default): each
 //! deleted identity is a watch event on every agent, and a burst of tens of
@@ -26,7 +30,7 @@
 
 pub mod decide;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +38,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ipam_duty::{Duty, RoundReport};
 
-use crate::layout::{identity_lock_path, is_value_key_of, value_prefix, IDENTITY_ID_PREFIX};
+use crate::layout::{
+    identity_lock_path, is_value_key_of, value_prefix, IDENTITY_ID_PREFIX, IDENTITY_VALUE_PREFIX,
+};
 use crate::limiter::RateLimiter;
 use crate::{HeldLock, KvError, SharedStore};
 use decide::{classify, decide, Classified, IdRange, MasterKey, Verdict};
@@ -159,9 +165,23 @@ impl<S: SharedStore + ?Sized> IdentityGc<S> {
                 "identity GC: master keys skipped, they are not what Cilium writes"
             );
         }
+        let in_use = self.labels_in_use().await?;
         for (index, master) in ours.iter().enumerate() {
             let remembered = previous.get(master.key).copied();
-            match self.judge(master, remembered).await {
+            // Used, or unused for the first time: known from the listings
+            // alone, and nothing is written, so no lock and no request.
+            // Only a deletion is judged again under the lock.
+            let verdict = decide(
+                remembered,
+                master.mod_revision,
+                in_use.contains(master.labels),
+            );
+            let judged = match verdict {
+                Verdict::KeepUsed => Ok(Outcome::KeptUsed),
+                Verdict::Mark { mod_revision } => Ok(Outcome::Marked(mod_revision)),
+                Verdict::Delete => self.judge(master, remembered).await,
+            };
+            match judged {
                 Ok(Outcome::KeptUsed) => report.kept_used += 1,
                 Ok(Outcome::Marked(mod_revision)) => {
                     self.remembered.insert(master.key.to_string(), mod_revision);
@@ -189,7 +209,7 @@ impl<S: SharedStore + ?Sized> IdentityGc<S> {
         Ok(report)
     }
 
-    /// Judge one master key under its lock, and unlock.
+    /// Judge a deletion candidate again under its lock, and unlock.
     async fn judge(
         &mut self,
         master: &MasterKey<'_>,
@@ -199,9 +219,7 @@ impl<S: SharedStore + ?Sized> IdentityGc<S> {
         // agents taking this identity would otherwise wait on our lock for
         // as long as we wait on the bucket. A key found used after all
         // wastes its token, which only slows the GC.
-        if decide(remembered, master.mod_revision, false) == Verdict::Delete {
-            self.paced().await;
-        }
+        self.paced().await;
         let lock = self.store.lock(&identity_lock_path(master.id_text)).await?;
         let judged = self.judge_locked(master, remembered, &lock).await;
         // Unlock even when judging failed: the lock key would otherwise
@@ -240,6 +258,29 @@ impl<S: SharedStore + ?Sized> IdentityGc<S> {
                 }
             }
         })
+    }
+
+    /// The labels keys some node uses: every value key's labels part (all
+    /// but its last `/segment`, the node), from one listing of the value
+    /// keys' names, page by page. One listing a round instead of one per
+    /// identity: 65,280 identities at the operator's 20 requests a second
+    /// would otherwise take most of an hour.
+    async fn labels_in_use(&self) -> Result<HashSet<String>, KvError> {
+        let mut in_use = HashSet::new();
+        self.store
+            .visit_keys(IDENTITY_VALUE_PREFIX, &mut |key| {
+                let labels = key
+                    .strip_prefix(IDENTITY_VALUE_PREFIX)
+                    .and_then(|rest| rest.rsplit_once('/'))
+                    .map(|(labels, _node)| labels);
+                if let Some(labels) = labels {
+                    if !in_use.contains(labels) {
+                        in_use.insert(labels.to_string());
+                    }
+                }
+            })
+            .await?;
+        Ok(in_use)
     }
 
     /// Wait for a deletion's token, on tokio's clock.

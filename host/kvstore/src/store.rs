@@ -55,6 +55,21 @@ pub trait SharedStore: Send + Sync {
     /// The key at `key`, if any.
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, KvError>;
 
+    /// Hand every key name under `prefix` to `visit`, in key order, as of
+    /// one revision, without holding them all: a listing of a million value
+    /// keys would otherwise be held whole. By default, from
+    /// [`SharedStore::list_prefix`].
+    async fn visit_keys(
+        &self,
+        prefix: &str,
+        visit: &mut (dyn for<'k> FnMut(&'k str) + Send),
+    ) -> Result<(), KvError> {
+        for kv in self.list_prefix(prefix).await? {
+            visit(&kv.key);
+        }
+        Ok(())
+    }
+
     /// Take the lock at `path` (an etcd concurrency mutex on the lock
     /// lease), waiting behind its holder and earlier waiters.
     async fn lock(&self, path: &str) -> Result<HeldLock, KvError>;

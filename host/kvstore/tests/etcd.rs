@@ -8,7 +8,9 @@ use ipam_duty::Duty;
 use ipam_kvstore::client::EtcdClient;
 use ipam_kvstore::etcd_store::EtcdStore;
 use ipam_kvstore::heartbeat::{Heartbeat, HeartbeatSettings};
-use ipam_kvstore::layout::HEARTBEAT_KEY;
+use ipam_kvstore::identity_gc::{IdentityGc, IdentityGcSettings};
+use ipam_kvstore::layout::{identity_lock_path, value_prefix, HEARTBEAT_KEY, IDENTITY_ID_PREFIX};
+use ipam_kvstore::lock_sweeper::{LockSweeper, LockSweeperSettings};
 use ipam_kvstore::testing::EtcdServer;
 use ipam_kvstore::watch::{PrefixWatcher, WatchEvent};
 use ipam_kvstore::SharedStore;
@@ -223,4 +225,132 @@ async fn a_watch_broken_by_an_etcd_crash_relists_and_goes_on() {
         );
         let _ = tokio::time::timeout(Duration::from_secs(1), events.recv()).await;
     }
+}
+
+/// An agent's identity lock, as cilium-agent takes it: its own lock lease,
+/// the key `<path>/<lease hex>`; the lease id.
+async fn agent_lock(client: &EtcdClient, path: &str) -> (i64, String) {
+    let lease = client.raw().lease_grant(25, None).await.unwrap().id();
+    let key = format!("{path}/{lease:x}");
+    client.create(&key, lease).await.unwrap();
+    (lease, key)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_lock_holder_goes_on_the_second_sweep_and_a_live_lock_never() {
+    let etcd = EtcdServer::start().await;
+    let agent = etcd.client().await;
+    let store = Arc::new(EtcdStore::connect(&etcd.config()).await.unwrap());
+    let mut sweeper = LockSweeper::new(store.clone(), LockSweeperSettings::default());
+    let stale_path = identity_lock_path("300");
+    let (_, stale) = agent_lock(&agent, &stale_path).await;
+    let (_, waiter) = agent_lock(&agent, &stale_path).await;
+    // A live allocator: takes and gives back its lock between sweeps.
+    let live_path = identity_lock_path("301");
+    let (_, live) = agent_lock(&agent, &live_path).await;
+
+    assert_eq!(
+        sweeper.sweep().await.unwrap(),
+        0,
+        "one sighting is not enough"
+    );
+    agent.delete(&live).await.unwrap();
+    let (_, live) = agent_lock(&agent, &live_path).await;
+    assert_eq!(sweeper.sweep().await.unwrap(), 1);
+    assert!(
+        agent.get(&stale).await.unwrap().is_none(),
+        "the stale holder goes"
+    );
+    assert!(
+        agent.get(&waiter).await.unwrap().is_some(),
+        "a waiter never goes"
+    );
+    assert!(
+        agent.get(&live).await.unwrap().is_some(),
+        "a lock re-taken between sweeps stays"
+    );
+    // The waiter now holds the lock: it goes only after two sweeps of its
+    // own; the live allocator takes its lock anew again.
+    agent.delete(&live).await.unwrap();
+    let (_, live) = agent_lock(&agent, &live_path).await;
+    assert_eq!(sweeper.sweep().await.unwrap(), 0);
+    assert!(agent.get(&waiter).await.unwrap().is_some());
+    assert!(agent.get(&live).await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_gc_on_etcd_deletes_an_orphan_on_its_second_round_only() {
+    let etcd = EtcdServer::start().await;
+    let agent = etcd.client().await;
+    let store = Arc::new(EtcdStore::connect(&etcd.config()).await.unwrap());
+    let master = |id: &str| format!("{IDENTITY_ID_PREFIX}{id}");
+    let agent_lease = agent.raw().lease_grant(900, None).await.unwrap().id();
+    for (id, labels) in [
+        ("256", "k8s:app=orphan;"),
+        ("257", "k8s:app=used;"),
+        ("258", "k8s:app=reused;"),
+    ] {
+        agent
+            .put(&master(id), labels.as_bytes().to_vec(), 0)
+            .await
+            .unwrap();
+    }
+    // 257 is used by a node; a labels key with `/` whose prefix is 256's
+    // does not count for 256.
+    agent
+        .put(
+            &format!("{}10.0.0.1", value_prefix("k8s:app=used;")),
+            b"257".to_vec(),
+            agent_lease,
+        )
+        .await
+        .unwrap();
+    agent
+        .put(
+            &format!("{}x=y;/10.0.0.1", value_prefix("k8s:app=orphan;")),
+            b"999".to_vec(),
+            agent_lease,
+        )
+        .await
+        .unwrap();
+    let mut gc = IdentityGc::new(store.clone(), IdentityGcSettings::default());
+
+    let first = gc.collect().await.unwrap();
+    assert_eq!(
+        (first.kept_used, first.marked, first.deleted),
+        (1, 2, 0),
+        "{first:?}"
+    );
+    // 258 is taken again between rounds: its master key rewritten.
+    agent
+        .put(&master("258"), b"k8s:app=reused;".to_vec(), 0)
+        .await
+        .unwrap();
+    let second = gc.collect().await.unwrap();
+    assert_eq!(
+        (second.kept_used, second.deleted, second.marked),
+        (1, 1, 1),
+        "{second:?}"
+    );
+    assert!(
+        agent.get(&master("256")).await.unwrap().is_none(),
+        "the orphan goes"
+    );
+    assert!(
+        agent.get(&master("257")).await.unwrap().is_some(),
+        "the used one stays"
+    );
+    assert!(
+        agent.get(&master("258")).await.unwrap().is_some(),
+        "the re-used one stays"
+    );
+    assert!(
+        agent
+            .list("cilium/state/identities/v1/locks/")
+            .await
+            .unwrap()
+            .keys
+            .is_empty(),
+        "every lock given back"
+    );
 }

@@ -78,12 +78,19 @@ async fn an_orphan_goes_on_its_second_round_a_used_identity_stays() {
         no_locks_left(&*store).await,
         "every lock taken is given back"
     );
-    assert!(
+    let locked = |id: &str| {
         store
             .writes()
             .iter()
-            .any(|(_, key)| key.starts_with(&identity_lock_path("257"))),
-        "judged under the allocator's lock of the key"
+            .any(|(_, key)| key.starts_with(&identity_lock_path(id)))
+    };
+    assert!(
+        locked("256"),
+        "the deletion is judged under the allocator's lock of the key"
+    );
+    assert!(
+        !locked("257"),
+        "a used identity costs no lock: the listing of value keys tells"
     );
 }
 
@@ -276,9 +283,13 @@ async fn a_lock_is_given_back_when_judging_fails() {
     let store = Arc::new(Meddling::default());
     master(&*store, "256", "k8s:app=a;").await;
     let mut gc = IdentityGc::new(store.clone(), settings(0));
+    assert_eq!(gc.collect().await.unwrap().marked, 1);
+    // The second round judges the deletion again under the lock, and the
+    // listing of its value keys fails.
     store.fail_next("list", &value_prefix("k8s:app=a;"));
     assert!(gc.collect().await.is_err());
     assert!(no_locks_left(&*store).await);
+    assert!(exists(&*store, &id_key("256")).await);
 }
 
 #[tokio::test]

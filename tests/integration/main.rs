@@ -20,4 +20,5 @@ mod mock_provider;
 mod module_cache;
 mod oci_registry;
 mod release;
+mod shared_stores;
 mod wit_versions;

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use common::{component, config, engine_settings, json, maintainer, runtime, MOCK_SETTINGS};
 use ipam_cloud::conformance;
-use ipam_cloud::rate::{RateLimits, RateSettings};
 use ipam_cloud::CloudApi;
 use ipam_engine::{InstanceCache, LimitedCloud, MemoryNodeStore, NodeStore};
 use ipam_provider_runtime::WasmProvider;
@@ -26,21 +25,12 @@ async fn both_versions_pass_conformance_and_converge_nodes_through_the_engine() 
     for (name, version) in [("mock-v0.1.0", "0.1.0"), ("mock", "0.2.0")] {
         let provider = load(name).await;
         assert_eq!(provider.module().wit_version, version, "{name}");
-        let limits = match &provider.info().rate_model {
-            Some(model) => {
-                assert_eq!(version, "0.2.0", "only 0.2.0 can declare a model");
-                RateLimits::from_model(
-                    model,
-                    provider.info().capabilities,
-                    &RateSettings::default(),
-                )
-                .expect("the mock declares a whole model")
-            }
-            None => {
-                assert_eq!(version, "0.1.0");
-                RateLimits::undeclared(&RateSettings::default()).unwrap()
-            }
-        };
+        assert_eq!(
+            provider.info().rate_model.is_some(),
+            version == "0.2.0",
+            "{name}: only 0.2.0 can declare a model"
+        );
+        let limits = common::declared_limits(&provider);
         let report = conformance::run(&provider, &mut |_| {}).await;
         assert_eq!(report.failed(), 0, "{name}: {:#?}", report.checks);
         assert_eq!(report.not_run(), 0, "{name}: {:#?}", report.checks);

@@ -247,10 +247,6 @@ pub fn texts<T: ToString>(items: &[T]) -> Vec<String> {
 /// (or the shared bucket of a provider that declares none), unadjusted.
 pub fn declared_limits(cloud: &dyn CloudApi) -> ipam_cloud::rate::RateLimits {
     use ipam_cloud::rate::{RateLimits, RateSettings};
-    let info = cloud.info();
-    match &info.rate_model {
-        Some(model) => RateLimits::from_model(model, info.capabilities, &RateSettings::default())
-            .expect("the provider declares a whole rate model"),
-        None => RateLimits::undeclared(&RateSettings::default()).expect("the shared bucket"),
-    }
+    RateLimits::of_provider(cloud.info(), &RateSettings::default())
+        .expect("the provider declares a whole rate model, or none")
 }

@@ -46,17 +46,6 @@ pub enum Problem {
 }
 
 impl Problem {
-    pub const ALL: [Problem; 8] = [
-        Problem::Unparsable,
-        Problem::OutsideNetwork,
-        Problem::DuplicateAddress,
-        Problem::DuplicateIndex,
-        Problem::OtherInstance,
-        Problem::OtherIndex,
-        Problem::NotAsked,
-        Problem::ZeroLimit,
-    ];
-
     pub const fn label(self) -> &'static str {
         match self {
             Problem::Unparsable => "unparsable",
@@ -102,12 +91,15 @@ pub trait RefusalSink: Send + Sync {
     fn refused(&self, provider: &str, operation: Operation, bad: &BadField);
 }
 
+// The field of an answer is named only when it is wrong: a listing holds
+// hundreds of addresses, and naming each would cost more than checking it.
+
 /// `text` as an address, or why not.
-pub fn parse_address(field: &str, text: &str) -> Result<Ipv4Addr, BadField> {
+pub fn parse_address(field: impl FnOnce() -> String, text: &str) -> Result<Ipv4Addr, BadField> {
     text.parse().map_err(|_| {
         BadField::new(
             Problem::Unparsable,
-            field,
+            field(),
             format!("{text:?} is not an IPv4 address"),
         )
     })
@@ -115,37 +107,41 @@ pub fn parse_address(field: &str, text: &str) -> Result<Ipv4Addr, BadField> {
 
 /// `text` as a network in CIDR notation with no bits set past its length,
 /// or why not.
-pub fn parse_network(field: &str, text: &str) -> Result<Ipv4Net, BadField> {
-    let network: Ipv4Net = text.parse().map_err(|_| {
-        BadField::new(
+pub fn parse_network(field: impl FnOnce() -> String, text: &str) -> Result<Ipv4Net, BadField> {
+    match text.parse::<Ipv4Net>() {
+        Ok(network) => canonical(field, network),
+        Err(_) => Err(BadField::new(
             Problem::Unparsable,
-            field,
+            field(),
             format!("{text:?} is not an IPv4 network (a.b.c.d/n)"),
-        )
-    })?;
-    canonical(field, network)
+        )),
+    }
 }
 
 /// The network of `address` and `length`, refused if bits are set past the
 /// length or the length is over 32.
-pub fn network(field: &str, address: Ipv4Addr, length: u8) -> Result<Ipv4Net, BadField> {
-    let network = Ipv4Net::new(address, length).map_err(|_| {
-        BadField::new(
+pub fn network(
+    field: impl FnOnce() -> String,
+    address: Ipv4Addr,
+    length: u8,
+) -> Result<Ipv4Net, BadField> {
+    match Ipv4Net::new(address, length) {
+        Ok(network) => canonical(field, network),
+        Err(_) => Err(BadField::new(
             Problem::Unparsable,
-            field,
+            field(),
             format!("{address}/{length}: a length over 32"),
-        )
-    })?;
-    canonical(field, network)
+        )),
+    }
 }
 
-fn canonical(field: &str, network: Ipv4Net) -> Result<Ipv4Net, BadField> {
+fn canonical(field: impl FnOnce() -> String, network: Ipv4Net) -> Result<Ipv4Net, BadField> {
     if network.trunc() == network {
         Ok(network)
     } else {
         Err(BadField::new(
             Problem::Unparsable,
-            field,
+            field(),
             format!(
                 "{network} has bits set past its length (the network is {})",
                 network.trunc()
@@ -283,58 +279,94 @@ impl Slot {
     }
 }
 
-/// An address or prefix as one sortable key: a prefix never equals an
-/// address, two equal keys are the same address (or the same prefix).
-fn key(address: Ipv4Addr, length: Option<u8>) -> u64 {
-    (u64::from(u32::from(address)) << 6) | u64::from(length.unwrap_or(63))
+/// One address or prefix an interface (or an assign-ips answer) holds.
+#[derive(Debug, Clone, Copy)]
+enum Held {
+    Address(Ipv4Addr),
+    Prefix(Ipv4Net),
 }
 
-/// Every address and prefix an interface holds, keyed.
-fn held(interface: &NetworkInterface) -> impl Iterator<Item = (u64, Slot)> + '_ {
-    std::iter::once((key(interface.primary_ip, None), Slot::Primary))
-        .chain(
-            interface
-                .addresses
-                .iter()
-                .enumerate()
-                .map(|(n, a)| (key(*a, None), Slot::Secondary(n))),
-        )
-        .chain(
-            interface
-                .prefixes
-                .iter()
-                .enumerate()
-                .map(|(n, p)| (key(p.network(), Some(p.prefix_len())), Slot::Prefix(n))),
-        )
+impl Held {
+    /// As one sortable key: a prefix never equals an address, two equal
+    /// keys are the same address (or the same prefix).
+    fn key(self) -> u64 {
+        let (address, length) = match self {
+            Held::Address(address) => (address, 63),
+            Held::Prefix(prefix) => (prefix.network(), prefix.prefix_len()),
+        };
+        (u64::from(u32::from(address)) << 6) | u64::from(length)
+    }
+
+    fn within(self, network: &Ipv4Net) -> bool {
+        match self {
+            Held::Address(address) => network.contains(&address),
+            Held::Prefix(prefix) => network.contains(&prefix),
+        }
+    }
 }
 
-/// Every address and prefix of an interface inside its network; `at` names
-/// the interface, called only when one is not.
-fn inside_network(
-    interface: &NetworkInterface,
+impl fmt::Display for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Held::Address(address) => address.fmt(f),
+            Held::Prefix(prefix) => prefix.fmt(f),
+        }
+    }
+}
+
+/// Every address and prefix held, where it sits.
+fn holdings<'a>(
+    primary: Option<Ipv4Addr>,
+    addresses: &'a [Ipv4Addr],
+    prefixes: &'a [Ipv4Net],
+) -> impl Iterator<Item = (Slot, Held)> + 'a {
+    let primary = primary.map(|address| (Slot::Primary, Held::Address(address)));
+    let addresses = addresses.iter().enumerate();
+    let prefixes = prefixes.iter().enumerate();
+    primary
+        .into_iter()
+        .chain(addresses.map(|(n, a)| (Slot::Secondary(n), Held::Address(*a))))
+        .chain(prefixes.map(|(n, p)| (Slot::Prefix(n), Held::Prefix(*p))))
+}
+
+/// Every address and prefix an interface holds.
+fn held(interface: &NetworkInterface) -> impl Iterator<Item = (Slot, Held)> + '_ {
+    holdings(
+        Some(interface.primary_ip),
+        &interface.addresses,
+        &interface.prefixes,
+    )
+}
+
+/// Each of `holdings` inside `bounds` (when known); `at` names their
+/// owner, called only when one is not.
+fn all_inside(
+    holdings: impl Iterator<Item = (Slot, Held)>,
+    bounds: &Option<Bounds<'_>>,
     at: &dyn Fn() -> String,
-    known: &KnownNetworks,
 ) -> Result<(), BadField> {
-    let bounds = known.bounds(&interface.subnet_id, &interface.vpc_id);
     if bounds.is_none() {
         return Ok(());
     }
-    for (n, prefix) in interface.prefixes.iter().enumerate() {
-        let field = || Slot::Prefix(n).field(&at());
-        outside(field, prefix, &bounds, |net| net.contains(prefix))?;
-    }
-    let addresses = std::iter::once((Slot::Primary, &interface.primary_ip)).chain(
-        interface
-            .addresses
-            .iter()
-            .enumerate()
-            .map(|(n, a)| (Slot::Secondary(n), a)),
-    );
-    for (slot, address) in addresses {
-        let field = || slot.field(&at());
-        outside(field, address, &bounds, |net| net.contains(address))?;
+    for (slot, held) in holdings {
+        outside(|| slot.field(&at()), held, bounds, |net| held.within(net))?;
     }
     Ok(())
+}
+
+/// None of `holdings` twice; `at` names their owner.
+fn none_twice<I: Iterator<Item = (Slot, Held)>>(
+    holdings: impl Fn() -> I,
+    at: &dyn Fn() -> String,
+) -> Result<(), BadField> {
+    let mut keys: Vec<u64> = holdings().map(|(_, held)| held.key()).collect();
+    match repeated(&mut keys) {
+        Some(twice) => Err(duplicate(
+            twice,
+            holdings().map(|(slot, held)| (held.key(), slot.field(&at()))),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// One interface: its addresses and prefixes inside its network, none twice.
@@ -343,15 +375,10 @@ pub fn check_interface(
     at: &str,
     known: &KnownNetworks,
 ) -> Result<(), BadField> {
-    inside_network(interface, &|| at.to_string(), known)?;
-    let mut keys: Vec<u64> = held(interface).map(|(key, _)| key).collect();
-    if let Some(twice) = repeated(&mut keys) {
-        return Err(duplicate(
-            twice,
-            held(interface).map(|(k, slot)| (k, slot.field(at))),
-        ));
-    }
-    Ok(())
+    let at = || at.to_string();
+    let bounds = known.bounds(&interface.subnet_id, &interface.vpc_id);
+    all_inside(held(interface), &bounds, &at)?;
+    none_twice(|| held(interface), &at)
 }
 
 /// Addresses this close together (the usual case: one subnet) are checked
@@ -410,9 +437,9 @@ fn duplicate(twice: u64, holders: impl Iterator<Item = (u64, String)>) -> BadFie
 /// Every address and prefix of an instance, keyed, with the field it is at.
 fn instance_holders(instance: &Instance) -> impl Iterator<Item = (u64, String)> + '_ {
     instance.interfaces.iter().flat_map(move |interface| {
-        held(interface).map(move |(key, slot)| {
+        held(interface).map(move |(slot, held)| {
             let at = format!("instances[{}].interfaces[{}]", instance.id, interface.id);
-            (key, slot.field(&at))
+            (held.key(), slot.field(&at))
         })
     })
 }
@@ -447,7 +474,8 @@ pub fn check_instance(instance: &Instance, known: &KnownNetworks) -> Result<(), 
             ));
         }
         indexes.push((interface.index, n));
-        inside_network(interface, &|| at(interface), known)?;
+        let bounds = known.bounds(&interface.subnet_id, &interface.vpc_id);
+        all_inside(held(interface), &bounds, &|| at(interface))?;
     }
     let held_count = instance
         .interfaces
@@ -459,7 +487,7 @@ pub fn check_instance(instance: &Instance, known: &KnownNetworks) -> Result<(), 
         instance
             .interfaces
             .iter()
-            .flat_map(|i| held(i).map(|(key, _)| key)),
+            .flat_map(|i| held(i).map(|(_, held)| held.key())),
     );
     match repeated(&mut keys) {
         Some(twice) => Err(duplicate(twice, instance_holders(instance))),
@@ -485,7 +513,7 @@ pub fn check_instances(instances: &[Instance], known: &KnownNetworks) -> Vec<(us
             instance
                 .interfaces
                 .iter()
-                .flat_map(move |i| held(i).map(move |(key, _)| (key, n)))
+                .flat_map(move |i| held(i).map(move |(_, held)| (held.key(), n)))
         })
         .collect();
     keys.sort_unstable();
@@ -604,30 +632,10 @@ pub fn check_assigned(
             assigned.addresses.len(),
         )?,
     }
+    let holdings = || holdings(None, &assigned.addresses, &assigned.prefixes);
     let bounds = known.interface_bounds(interface_id);
-    for (n, address) in assigned.addresses.iter().enumerate() {
-        let field = || Slot::Secondary(n).field(at);
-        outside(field, address, &bounds, |net| net.contains(address))?;
-    }
-    for (n, prefix) in assigned.prefixes.iter().enumerate() {
-        let field = || Slot::Prefix(n).field(at);
-        outside(field, prefix, &bounds, |net| net.contains(prefix))?;
-    }
-    let slots = || {
-        let addresses = assigned.addresses.iter().enumerate();
-        let prefixes = assigned.prefixes.iter().enumerate();
-        addresses
-            .map(|(n, a)| (key(*a, None), Slot::Secondary(n)))
-            .chain(prefixes.map(|(n, p)| (key(p.network(), Some(p.prefix_len())), Slot::Prefix(n))))
-    };
-    let mut keys: Vec<u64> = slots().map(|(key, _)| key).collect();
-    match repeated(&mut keys) {
-        Some(twice) => Err(duplicate(
-            twice,
-            slots().map(|(k, slot)| (k, slot.field(at))),
-        )),
-        None => Ok(()),
-    }
+    all_inside(holdings(), &bounds, &|| at.to_string())?;
+    none_twice(holdings, &|| at.to_string())
 }
 
 /// Limits of an instance type: room for at least one interface with one

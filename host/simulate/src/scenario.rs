@@ -121,12 +121,7 @@ impl EngineLimits {
         info: &ProviderInfo,
     ) -> Result<RateLimits, RateModelError> {
         match self {
-            EngineLimits::Declared => match &info.rate_model {
-                Some(model) => {
-                    RateLimits::from_model(model, info.capabilities, &RateSettings::default())
-                }
-                None => RateLimits::undeclared(&RateSettings::default()),
-            },
+            EngineLimits::Declared => RateLimits::of_provider(info, &RateSettings::default()),
             EngineLimits::Cloud => Ok(table.engine_limits()),
             EngineLimits::Cilium => Ok(table.shared_limits(CILIUM_BUCKET)),
         }

@@ -93,12 +93,13 @@ pub const WIT_VERSION: &str = "0.2.0";
 /// built with this SDK. The host reads it before compiling a module.
 pub const WIT_VERSION_SECTION: &str = "ipam-provider-wit-version";
 
-/// [`WIT_VERSION`] as the byte array the stamp's static holds (`N` is its
-/// length, so that the array and the constant cannot differ).
+/// A WIT version as the byte array a stamp's static holds (`N` is its
+/// length, so that the array and the version cannot differ). The SDK stamps
+/// [`WIT_VERSION`]; a component of another version stamps its own.
 #[doc(hidden)]
-pub const fn __wit_version_stamp<const N: usize>() -> [u8; N] {
-    let version = WIT_VERSION.as_bytes();
-    assert!(version.len() == N, "the stamp is WIT_VERSION's length");
+pub const fn __wit_version_stamp<const N: usize>(version: &str) -> [u8; N] {
+    let version = version.as_bytes();
+    assert!(version.len() == N, "the stamp is the version's length");
     let mut stamp = [0u8; N];
     let mut i = 0;
     while i < N {
@@ -224,7 +225,7 @@ macro_rules! export_provider {
             #[used]
             #[link_section = "ipam-provider-wit-version"]
             static WIT_VERSION_STAMP: [u8; $crate::WIT_VERSION.len()] =
-                $crate::__wit_version_stamp();
+                $crate::__wit_version_stamp($crate::WIT_VERSION);
 
             struct Export;
 
@@ -317,7 +318,7 @@ mod tests {
 
     #[test]
     fn the_stamp_is_the_wit_version() {
-        let stamp: [u8; WIT_VERSION.len()] = __wit_version_stamp();
+        let stamp: [u8; WIT_VERSION.len()] = __wit_version_stamp(WIT_VERSION);
         assert_eq!(&stamp, b"0.2.0");
     }
 

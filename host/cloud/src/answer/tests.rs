@@ -67,23 +67,31 @@ fn problem(result: Result<(), BadField>) -> (Problem, String) {
 
 #[test]
 fn texts_and_networks_parse_only_when_well_formed() {
-    assert_eq!(parse_address("f", "10.0.1.7"), Ok(ip("10.0.1.7")));
+    assert_eq!(parse_address(|| "f".into(), "10.0.1.7"), Ok(ip("10.0.1.7")));
     assert_eq!(
-        parse_address("f", "10.0.1.300").unwrap_err().problem,
+        parse_address(|| "f".into(), "10.0.1.300")
+            .unwrap_err()
+            .problem,
         Problem::Unparsable
     );
-    assert_eq!(parse_network("f", "10.0.1.16/28"), Ok(net("10.0.1.16/28")));
+    assert_eq!(
+        parse_network(|| "f".into(), "10.0.1.16/28"),
+        Ok(net("10.0.1.16/28"))
+    );
     for bad in ["10.0.1.17/28", "10.0.1.0/33", "10.0.1.0", "x"] {
-        let error = parse_network("vpcs[v].cidrs[0]", bad).unwrap_err();
+        let error = parse_network(|| "vpcs[v].cidrs[0]".into(), bad).unwrap_err();
         assert_eq!(error.problem, Problem::Unparsable, "{bad}");
         assert_eq!(error.field, "vpcs[v].cidrs[0]");
     }
-    assert_eq!(network("f", ip("10.0.1.16"), 28), Ok(net("10.0.1.16/28")));
-    assert!(network("f", ip("10.0.1.1"), 28)
+    assert_eq!(
+        network(|| "f".into(), ip("10.0.1.16"), 28),
+        Ok(net("10.0.1.16/28"))
+    );
+    assert!(network(|| "f".into(), ip("10.0.1.1"), 28)
         .unwrap_err()
         .detail
         .contains("bits set past its length (the network is 10.0.1.0/28)"));
-    assert!(network("f", ip("10.0.1.0"), 40).is_err());
+    assert!(network(|| "f".into(), ip("10.0.1.0"), 40).is_err());
 }
 
 #[test]

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::{BucketConfig, RateLimits};
-use crate::{Capabilities, Operation};
+use crate::{Capabilities, Operation, ProviderInfo};
 
 /// One of the cloud's buckets as a provider declares it.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,6 +161,18 @@ impl RateLimits {
                 .map_or(0, |cost| cost.calls.len())
         };
         limits.adjusted(settings, calls)
+    }
+
+    /// The limits the host keeps to for a provider: the rate model it
+    /// declares, or, when it declares none, [`RateLimits::undeclared`].
+    pub fn of_provider(
+        info: &ProviderInfo,
+        settings: &RateSettings,
+    ) -> Result<Self, RateModelError> {
+        match &info.rate_model {
+            Some(model) => RateLimits::from_model(model, info.capabilities, settings),
+            None => RateLimits::undeclared(settings),
+        }
     }
 
     /// The limits for a provider that declares no rate model (built for WIT

@@ -10,6 +10,7 @@
 
 mod v0_1_0;
 mod v0_2_0;
+mod version;
 
 use ipam_cloud::answer::BadField;
 use std::net::Ipv4Addr;
@@ -89,7 +90,7 @@ pub enum LinkError {
 /// differs but not the function, so each function is checked here, in the
 /// WIT's order, when a component is linked.
 macro_rules! first_mismatched_export {
-    ($pre:expr, $interface:literal, { $($name:literal: ($($param:ty),*) -> $result:ty;)* }) => {{
+    ($pre:expr, $interface:expr, { $($name:literal: ($($param:ty),*) -> $result:ty;)* }) => {{
         use wasmtime::component::types::ComponentItem;
         let component = $pre.component();
         let instance_type = $pre.instance_type();

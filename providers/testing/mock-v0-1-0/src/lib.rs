@@ -40,18 +40,8 @@ pub const WIT_VERSION: &str = "0.1.0";
 // The host reads this section to learn which WIT version to serve.
 #[used]
 #[link_section = "ipam-provider-wit-version"]
-static WIT_VERSION_STAMP: [u8; WIT_VERSION.len()] = stamp();
-
-const fn stamp<const N: usize>() -> [u8; N] {
-    let version = WIT_VERSION.as_bytes();
-    let mut stamp = [0u8; N];
-    let mut i = 0;
-    while i < N {
-        stamp[i] = version[i];
-        i += 1;
-    }
-    stamp
-}
+static WIT_VERSION_STAMP: [u8; WIT_VERSION.len()] =
+    ipam_provider_sdk::__wit_version_stamp(WIT_VERSION);
 
 thread_local! {
     static MOCK: RefCell<MockProvider> = RefCell::new(MockProvider::default());

@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch; errors become `anyhow` only here.
 
 mod kvstore_args;
+mod kvstore_duties;
 mod provider;
 mod run;
 mod simulate;

@@ -23,13 +23,13 @@ use ipam_provider_runtime::{CallLimits, ProviderRuntime, RuntimeConfig};
 use tokio::sync::watch;
 
 use super::kvstore_args::KvstoreArgs;
+use super::kvstore_duties;
 use super::provider::{load_config, module_bytes};
 use crate::duties::Duties;
 use crate::rate_flags::{parse_bucket_override, rate_limits, rate_settings};
 use crate::serve::{serve, Endpoints};
 use ipam_duty::DutyMetrics;
 use ipam_kvstore::etcd_store::EtcdStore;
-use ipam_kvstore::heartbeat::Heartbeat;
 
 /// The cloud the provider talks to, for its provider's default egress (the
 /// rate model is the provider's own declaration).
@@ -366,12 +366,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (leader_tx, leader) = watch::channel(!args.leader_elect);
     let mut duties = Duties::new(leader.clone(), stop.clone(), duty_metrics);
     if let Some(store) = &kvstore {
-        if args.kvstore.kvstore_heartbeat {
-            let (store, settings) = (store.clone(), args.kvstore.heartbeat(&args.cluster_name));
-            duties.start("heartbeat", move || {
-                Heartbeat::new(store.clone(), settings.clone())
-            });
-        }
+        kvstore_duties::start(
+            &mut duties,
+            &args.kvstore,
+            &args.cluster_name,
+            store.clone(),
+            &client,
+        )?;
     }
     let identity = args.identity.clone().unwrap_or_else(hostname);
     let election = args.leader_elect.then(|| {

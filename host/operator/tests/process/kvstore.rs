@@ -1,0 +1,197 @@
+//! `ipam-operator run` with a real etcd (Debian's, started on 127.0.0.1 by
+//! the test) and the fake API server: the kvstore duties run only once the
+//! replica leads, write in Cilium's layout, show in /metrics, and a SIGTERM
+//! gives the lock lease back while the heartbeat and services stay.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ipam_kvstore::testing::EtcdServer;
+use ipam_tests::fake_apiserver::{in_namespace, FakeApiServer, ENDPOINTSLICES, SERVICES};
+use serde_json::json;
+
+use crate::support::{free_port, http_get, write_kubeconfig};
+
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+const SERVICE_KEY: &str = "cilium/state/services/v1/east/shop/cart";
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kvstore_duties_run_only_while_leading_in_cilium_s_layout() {
+    let etcd = EtcdServer::start().await;
+    let kv = etcd.client().await;
+    let server = FakeApiServer::default();
+    let api = server.serve_http().await;
+    // Another replica holds the lease, renewed just now.
+    server.put(
+        LEASES,
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+               "metadata": {"name": "ipam-operator", "namespace": "kube-system"},
+               "spec": {"holderIdentity": "replica-0", "leaseDurationSeconds": 3,
+                        "acquireTime": now(), "renewTime": now(), "leaseTransitions": 0}}),
+    );
+    server.put(
+        &in_namespace(SERVICES, "shop"),
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "cart", "namespace": "shop",
+                            "annotations": {"service.cilium.io/global": "true"}},
+               "spec": {"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"],
+                        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}),
+    );
+    server.put(
+        &in_namespace(ENDPOINTSLICES, "shop"),
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": "cart-1", "namespace": "shop",
+                            "labels": {"kubernetes.io/service-name": "cart"}},
+               "addressType": "IPv4",
+               "endpoints": [{"addresses": ["10.0.1.5"], "conditions": {"ready": true}}],
+               "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    write_kubeconfig(&kubeconfig, api);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipam-operator"))
+        .args(["run", "--provider", "mock", "--identity", "replica-1"])
+        .args([
+            "--lease-namespace",
+            "kube-system",
+            "--retry-period-seconds",
+            "1",
+        ])
+        .args([
+            "--lease-duration-seconds",
+            "3",
+            "--renew-deadline-seconds",
+            "2",
+        ])
+        .args(["--etcd-endpoints", &etcd.endpoint()])
+        .args(["--cluster-name", "east", "--cluster-id", "3"])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--listen", &listen])
+        .env("IPAM_CACHE_DIR", dir.path().join("cache"))
+        .env("IPAM_COMPONENTS_DIR", ipam_tests::components_dir())
+        .env("IPAM_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the operator starts");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let logs = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+
+    // While replica-0 renews, replica-1 follows and writes nothing to etcd.
+    for _ in 0..3 {
+        server.update(LEASES, "ipam-operator", |lease| {
+            lease["spec"]["renewTime"] = json!(now());
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "the operator exited: {status}: {}",
+                logs.join().unwrap_or_default()
+            );
+        }
+    }
+    assert!(http_get(&listen, "/healthz").is_some_and(|(code, _)| code == 200));
+    assert!(
+        kv.get("cilium/.heartbeat").await.unwrap().is_none(),
+        "a follower writes no heartbeat"
+    );
+    assert!(kv.get(SERVICE_KEY).await.unwrap().is_none());
+
+    // replica-0 stops renewing: replica-1 takes over and the duties start.
+    let mut written = None;
+    for _ in 0..200 {
+        if let (Some(beat), Some(service)) = (
+            kv.get("cilium/.heartbeat").await.unwrap(),
+            kv.get(SERVICE_KEY).await.unwrap(),
+        ) {
+            written = Some((beat, service));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (beat, service) = written.expect("the leader wrote the heartbeat and the global service");
+    String::from_utf8_lossy(&beat.value)
+        .parse::<jiff::Timestamp>()
+        .expect("the heartbeat is an RFC 3339 time");
+    let service: serde_json::Value = serde_json::from_slice(&service.value).unwrap();
+    assert_eq!(service["cluster"], "east");
+    assert_eq!(service["clusterID"], 3);
+    assert_eq!(
+        service["frontends"]["10.96.0.10"]["http"],
+        json!({"Protocol": "TCP", "Port": 80})
+    );
+    assert_eq!(
+        service["backends"]["10.0.1.5"]["http"],
+        json!({"Protocol": "TCP", "Port": 8080})
+    );
+    let config = kv
+        .get("cilium/cluster-config/east")
+        .await
+        .unwrap()
+        .expect("the cluster config");
+    let config: serde_json::Value = serde_json::from_slice(&config.value).unwrap();
+    assert_eq!(config["id"], 3);
+    assert!(kv
+        .get("cilium/synced/east/cilium/state/services/v1")
+        .await
+        .unwrap()
+        .is_some());
+    let lease = server.get(LEASES, "ipam-operator").unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "replica-1");
+
+    let (_, metrics) = http_get(&listen, "/metrics").expect("/metrics answers");
+    // The stores' rounds last their resync interval (5 min): counted when
+    // they end; what they wrote is checked above.
+    for duty in ["heartbeat", "lock-sweeper", "identity-gc"] {
+        assert!(
+            metrics.contains(&format!(
+                "cilium_operator_duty_runs_total{{duty=\"{duty}\"}}"
+            )) || metrics.contains(&format!(
+                "cilium_operator_duty_duration_seconds_count{{duty=\"{duty}\"}}"
+            )),
+            "{duty} ran: {metrics}"
+        );
+    }
+
+    // SIGTERM: the session's keys stay for the next leader; the lock
+    // lease is revoked.
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let mut status = None;
+    for _ in 0..100 {
+        if let Ok(Some(s)) = child.try_wait() {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = status.expect("the operator stops on SIGTERM");
+    let logs = logs.join().unwrap_or_default();
+    assert!(status.success(), "{status}: {logs}");
+    assert!(
+        kv.get("cilium/.heartbeat").await.unwrap().is_some(),
+        "the heartbeat outlives the process"
+    );
+    assert!(
+        kv.get(SERVICE_KEY).await.unwrap().is_some(),
+        "services outlive the process"
+    );
+    let leases = kv.raw().leases().await.unwrap();
+    assert_eq!(
+        leases.leases().len(),
+        1,
+        "only the session lease is left: {logs}"
+    );
+    assert!(logs.contains("kvstore: connected to etcd"), "{logs}");
+}

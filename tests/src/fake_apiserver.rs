@@ -1,16 +1,31 @@
 //! A small in-memory Kubernetes API server behind kube's mock service
-//! (tower-test), shaped like the real one where the operator depends on it:
-//! resourceVersions on every write; list, then a streaming watch with a
-//! bookmark; 410 Gone on a watch when asked; JSON merge patches on an object
-//! (status left alone) and on its status subresource (only status); replace
-//! with optimistic concurrency (409 on a stale resourceVersion); create (409
-//! when it exists); 409 on the next patches when asked; 500 on every write to
-//! a collection while told to fail them (an API server that cannot persist,
-//! as a renewal failing past the renew deadline needs); reads of one object
-//! held until several have arrived, so concurrent readers see the same
-//! resourceVersion (two candidates racing for a Lease). Requests are logged
-//! with the status answered, so tests can check who wrote what and who was
-//! refused.
+//! (tower-test) or over HTTP, shaped like the real one where the operator
+//! depends on it: cluster-scoped and namespaced resources (a cluster-wide
+//! list or watch sees every namespace, a namespaced one its own), each
+//! answered with its apiVersion and kind; a uid and resourceVersions on
+//! every write; list, then a streaming watch from the list's
+//! resourceVersion (what changed since, then a bookmark); 410 Gone on a
+//! watch when asked; JSON merge patches on an object (status left alone) and
+//! on its status subresource (only status); replace with optimistic
+//! concurrency (409 on a stale resourceVersion); create (409 when it
+//! exists); delete of one object with DeleteOptions preconditions (409 when
+//! the uid or resourceVersion differs; watchers told DELETED); 409 on the
+//! next patches when asked; watch events held back while asked (a lagging
+//! cache); 500 on every write to a collection while told to
+//! fail them (an API server that cannot persist, as a renewal failing past
+//! the renew deadline needs); reads of one object held until several have
+//! arrived, so concurrent readers see the same resourceVersion (two
+//! candidates racing for a Lease). Requests are logged with the status
+//! answered, so tests can check who wrote what and who was refused. Label
+//! and field selectors are ignored: every list and watch sees everything in
+//! its scope.
+//!
+//! The helpers taking a `collection` take its path: cluster-wide
+//! ([`PODS`]) or in one namespace
+//! (`/api/v1/namespaces/default/pods`, see [`in_namespace`]). An object
+//! put through a cluster-wide path goes to the namespace in its metadata;
+//! one looked up by name through a cluster-wide path is the first of that
+//! name in any namespace.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
@@ -26,7 +41,10 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 pub const CILIUMNODES: &str = "/apis/cilium.io/v2/ciliumnodes";
+pub const CILIUMENDPOINTS: &str = "/apis/cilium.io/v2/ciliumendpoints";
 pub const PODS: &str = "/api/v1/pods";
+pub const SERVICES: &str = "/api/v1/services";
+pub const ENDPOINTSLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 
 type Body = BoxBody<Bytes, Infallible>;
 
@@ -40,28 +58,150 @@ pub struct Logged {
     pub code: u16,
 }
 
+/// The path of a cluster-wide collection (`/api/v1/pods`) in one namespace
+/// (`/api/v1/namespaces/{namespace}/pods`).
+pub fn in_namespace(collection: &str, namespace: &str) -> String {
+    let parts: Vec<&str> = collection.split('/').filter(|s| !s.is_empty()).collect();
+    // The group and version: /api/v1 or /apis/{group}/{version}.
+    let root = if parts.first() == Some(&"api") { 2 } else { 3 };
+    let (prefix, rest) = parts.split_at(root.min(parts.len()));
+    format!(
+        "/{}/namespaces/{namespace}/{}",
+        prefix.join("/"),
+        rest.join("/")
+    )
+}
+
+/// Which objects a request or a helper is about: one resource (named by its
+/// cluster-wide collection path), in one namespace or in all of them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Scope {
+    resource: String,
+    namespace: Option<String>,
+}
+
+impl Scope {
+    /// Whether an object of `resource` in `namespace` ("" when cluster
+    /// scoped) is within this scope.
+    fn covers(&self, resource: &str, namespace: &str) -> bool {
+        self.resource == resource && self.namespace.as_deref().is_none_or(|n| n == namespace)
+    }
+
+    /// Whether everything in `other` is within this scope.
+    fn contains(&self, other: &Scope) -> bool {
+        self.resource == other.resource
+            && (self.namespace.is_none() || self.namespace == other.namespace)
+    }
+}
+
+/// A request path taken apart.
+struct Target {
+    scope: Scope,
+    name: Option<String>,
+    /// The status subresource.
+    is_status: bool,
+}
+
+fn parse(path: &str) -> Target {
+    let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let root = if parts.first() == Some(&"api") { 2 } else { 3 };
+    let (prefix, rest) = parts.split_at(root.min(parts.len()));
+    // namespaces/{ns}/{plural}/... is namespaced; namespaces/{ns} alone is
+    // the Namespace object itself.
+    let (namespace, rest) = match rest {
+        ["namespaces", namespace, rest @ ..] if !rest.is_empty() => {
+            (Some(namespace.to_string()), rest)
+        }
+        _ => (None, rest),
+    };
+    let plural = rest.first().copied().unwrap_or_default();
+    Target {
+        scope: Scope {
+            resource: format!("/{}/{plural}", prefix.join("/")),
+            namespace,
+        },
+        name: rest.get(1).map(|s| s.to_string()),
+        is_status: rest.get(2) == Some(&"status"),
+    }
+}
+
+/// The apiVersion and kind of the objects of a resource.
+fn kind_of(resource: &str) -> (String, &'static str) {
+    let parts: Vec<&str> = resource.split('/').filter(|s| !s.is_empty()).collect();
+    let (group_version, plural) = match parts.as_slice() {
+        ["api", version, plural] => (version.to_string(), *plural),
+        ["apis", group, version, plural] => (format!("{group}/{version}"), *plural),
+        _ => (String::new(), ""),
+    };
+    let kind = match plural {
+        "pods" => "Pod",
+        "services" => "Service",
+        "endpointslices" => "EndpointSlice",
+        "ciliumendpoints" => "CiliumEndpoint",
+        "ciliumnodes" => "CiliumNode",
+        "leases" => "Lease",
+        "events" => "Event",
+        "customresourcedefinitions" => "CustomResourceDefinition",
+        "namespaces" => "Namespace",
+        _ => "Unknown",
+    };
+    (group_version, kind)
+}
+
 /// Reads of one object answered together once `count` have arrived.
 struct HeldReads {
-    collection: String,
+    scope: Scope,
     name: String,
     count: usize,
     /// Each waiting reader's body channel and the body it is owed.
     waiting: Vec<(mpsc::UnboundedSender<Bytes>, Bytes)>,
 }
 
+/// Objects of one resource by (namespace, name); the namespace is "" for a
+/// cluster-scoped resource.
+type Objects = BTreeMap<(String, String), Value>;
+
 #[derive(Default)]
 struct State {
     rv: u64,
-    /// collection path -> name -> object
-    objects: BTreeMap<String, BTreeMap<String, Value>>,
-    watchers: Vec<(String, mpsc::UnboundedSender<Bytes>)>,
+    /// The last uid handed out.
+    uids: u64,
+    /// resource -> its objects
+    objects: BTreeMap<String, Objects>,
+    watchers: Vec<(Scope, mpsc::UnboundedSender<Bytes>)>,
+    /// Every watch event sent: (resourceVersion, resource, namespace,
+    /// line), so a watch from a resourceVersion misses nothing written
+    /// since (the list it follows).
+    history: Vec<(u64, String, String, Bytes)>,
+    /// Scopes whose watch events are held back, and those events:
+    /// (resourceVersion, resource, namespace, line), in order.
+    paused: BTreeSet<Scope>,
+    delayed: Vec<(u64, String, String, Bytes)>,
     conflicts_on_patch: u32,
-    /// collections whose writes are answered 500
-    failing_writes: BTreeSet<String>,
+    /// scopes whose writes are answered 500
+    failing_writes: BTreeSet<Scope>,
     held_reads: Option<HeldReads>,
-    /// collection -> watches to refuse with 410 Gone
-    gone_on_watch: BTreeMap<String, u32>,
+    /// scope -> watches to refuse with 410 Gone
+    gone_on_watch: BTreeMap<Scope, u32>,
     log: Vec<Logged>,
+}
+
+impl State {
+    /// The (namespace, name) key and the object named `name` in `scope`:
+    /// in its namespace, or the first of that name in any.
+    fn find(&self, scope: &Scope, name: &str) -> Option<((String, String), &Value)> {
+        let objects = self.objects.get(&scope.resource)?;
+        match &scope.namespace {
+            Some(namespace) => {
+                let key = (namespace.clone(), name.to_string());
+                objects.get(&key).map(|object| (key, object))
+            }
+            None => objects
+                .iter()
+                .find(|((_, n), _)| n == name)
+                .map(|(key, object)| (key.clone(), object)),
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -90,16 +230,6 @@ pub fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-fn kind_of(collection: &str) -> (&'static str, &'static str) {
-    if collection.ends_with("/ciliumnodes") {
-        ("cilium.io/v2", "CiliumNode")
-    } else if collection.ends_with("/leases") {
-        ("coordination.k8s.io/v1", "Lease")
-    } else {
-        ("v1", "Pod")
-    }
-}
-
 fn status(code: u16, reason: &str, message: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
            "message": message, "reason": reason, "code": code})
@@ -123,33 +253,6 @@ fn respond(code: u16, body: &Value) -> Response<Body> {
         .header("content-type", "application/json")
         .body(Full::new(bytes).boxed())
         .expect("response")
-}
-
-/// (collection, name, status subresource) of a path.
-fn split(path: &str) -> (String, Option<String>, bool) {
-    for root in [
-        "/ciliumnodes",
-        "/pods",
-        "/leases",
-        "/customresourcedefinitions",
-        "/events",
-    ] {
-        let at = path
-            .match_indices(root)
-            .map(|(at, _)| at)
-            .find(|&at| matches!(path.as_bytes().get(at + root.len()), None | Some(b'/')));
-        if let Some(at) = at {
-            let collection = path[..at + root.len()].to_string();
-            let rest: Vec<&str> = path[at + root.len()..]
-                .split('/')
-                .filter(|s| !s.is_empty())
-                .collect();
-            let name = rest.first().map(|s| s.to_string());
-            let is_status = rest.get(1) == Some(&"status");
-            return (collection, name, is_status);
-        }
-    }
-    (path.to_string(), None, false)
 }
 
 impl FakeApiServer {
@@ -209,31 +312,42 @@ impl FakeApiServer {
         f(&mut self.state.lock().expect("fake server state"))
     }
 
-    /// Put an object in place (as another client would), notifying watchers.
+    /// Put an object in place (as another client would), notifying
+    /// watchers: in the namespace of `collection`, else in the one of its
+    /// metadata. It gets a uid if it has none (the one it replaces, if
+    /// any).
     pub fn put(&self, collection: &str, object: Value) {
+        let scope = parse(collection).scope;
         let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
+        let namespace = scope
+            .namespace
+            .clone()
+            .or_else(|| object["metadata"]["namespace"].as_str().map(String::from))
+            .unwrap_or_default();
         self.with(|s| {
             let exists = s
                 .objects
-                .get(collection)
-                .is_some_and(|m| m.contains_key(&name));
+                .get(&scope.resource)
+                .is_some_and(|m| m.contains_key(&(namespace.clone(), name.clone())));
             let kind = if exists { "MODIFIED" } else { "ADDED" };
-            store(s, collection, name, object, kind);
+            store(s, &scope.resource, (namespace, name), object, kind);
         });
     }
 
     pub fn get(&self, collection: &str, name: &str) -> Option<Value> {
-        self.with(|s| s.objects.get(collection).and_then(|m| m.get(name)).cloned())
+        let scope = parse(collection).scope;
+        self.with(|s| s.find(&scope, name).map(|(_, object)| object.clone()))
     }
 
+    /// Delete an object (as another client would), notifying watchers.
     pub fn delete(&self, collection: &str, name: &str) {
+        let scope = parse(collection).scope;
         self.with(|s| {
-            if let Some(object) = s.objects.get_mut(collection).and_then(|m| m.remove(name)) {
-                s.rv += 1;
-                notify(s, collection, "DELETED", &object);
+            if let Some((key, _)) = s.find(&scope, name) {
+                remove(s, &scope.resource, &key);
             }
         });
     }
@@ -253,15 +367,16 @@ impl FakeApiServer {
     /// polling every node would otherwise wake the operator for nothing).
     /// Whether the object exists.
     pub fn update(&self, collection: &str, name: &str, change: impl FnOnce(&mut Value)) -> bool {
+        let scope = parse(collection).scope;
         self.with(|s| {
-            let Some(mut object) = s.objects.get(collection).and_then(|m| m.get(name)).cloned()
-            else {
+            let Some((key, object)) = s.find(&scope, name) else {
                 return false;
             };
+            let mut object = object.clone();
             let before = object.clone();
             change(&mut object);
             if object != before {
-                store(s, collection, name.to_string(), object, "MODIFIED");
+                store(s, &scope.resource, key, object, "MODIFIED");
             }
             true
         })
@@ -275,11 +390,12 @@ impl FakeApiServer {
     /// While `failing`, every write (not a read) to `collection` is answered
     /// 500 InternalError and changes nothing.
     pub fn fail_writes(&self, collection: &str, failing: bool) {
+        let scope = parse(collection).scope;
         self.with(|s| {
             if failing {
-                s.failing_writes.insert(collection.to_string());
+                s.failing_writes.insert(scope);
             } else {
-                s.failing_writes.remove(collection);
+                s.failing_writes.remove(&scope);
             }
         });
     }
@@ -288,9 +404,10 @@ impl FakeApiServer {
     /// was when it asked (or 404), but only once the last of them has asked,
     /// so `count` concurrent readers all decide on the same resourceVersion.
     pub fn hold_reads(&self, collection: &str, name: &str, count: usize) {
+        let scope = parse(collection).scope;
         self.with(|s| {
             s.held_reads = Some(HeldReads {
-                collection: collection.to_string(),
+                scope,
                 name: name.to_string(),
                 count,
                 waiting: Vec::new(),
@@ -299,16 +416,44 @@ impl FakeApiServer {
     }
 
     /// In one step: every watch ends, the object is deleted with no watcher
-    /// to hear it, and the next watch is refused with 410 Gone, so only a
-    /// fresh list can reveal the deletion.
+    /// to hear it, and the next watch of `collection` is refused with 410
+    /// Gone, so only a fresh list can reveal the deletion.
     pub fn lose_watches_and_delete(&self, collection: &str, name: &str) {
+        let scope = parse(collection).scope;
         self.with(|s| {
             s.watchers.clear();
-            s.gone_on_watch.insert(collection.to_string(), 1);
-            if let Some(objects) = s.objects.get_mut(collection) {
-                objects.remove(name);
+            if let Some((key, _)) = s.find(&scope, name) {
+                if let Some(objects) = s.objects.get_mut(&scope.resource) {
+                    objects.remove(&key);
+                }
             }
+            s.gone_on_watch.insert(scope, 1);
             s.rv += 1;
+        });
+    }
+
+    /// Hold back the watch events of `collection` (a watcher's cache
+    /// lagging the server) until [`Self::resume_watches`], from open
+    /// watches and from those opened meanwhile; writes and reads go on.
+    pub fn pause_watches(&self, collection: &str) {
+        let scope = parse(collection).scope;
+        self.with(|s| s.paused.insert(scope));
+    }
+
+    /// Send the events held back since [`Self::pause_watches`], in order,
+    /// and the next ones as they come.
+    pub fn resume_watches(&self, collection: &str) {
+        let scope = parse(collection).scope;
+        self.with(|s| {
+            s.paused.remove(&scope);
+            let delayed = std::mem::take(&mut s.delayed);
+            for (rv, resource, namespace, line) in delayed {
+                if s.paused.iter().any(|p| p.covers(&resource, &namespace)) {
+                    s.delayed.push((rv, resource, namespace, line));
+                } else {
+                    send(s, &resource, &namespace, &line);
+                }
+            }
         });
     }
 
@@ -348,12 +493,22 @@ fn route(
     query: &str,
     body: Option<Value>,
 ) -> Response<Body> {
-    let (collection, name, is_status) = split(path);
-    let (api_version, kind) = kind_of(&collection);
+    let Target {
+        scope,
+        name,
+        is_status,
+    } = parse(path);
+    let (api_version, kind) = kind_of(&scope.resource);
     let watching = query
         .split('&')
         .any(|p| p == "watch=true" || p == "watch=1");
-    if *method != Method::GET && state.failing_writes.contains(&collection) {
+    let namespace = scope.namespace.clone().unwrap_or_default();
+    if *method != Method::GET
+        && state
+            .failing_writes
+            .iter()
+            .any(|failing| failing.covers(&scope.resource, &namespace))
+    {
         return respond(
             500,
             &status(500, "InternalError", "the write could not be persisted"),
@@ -362,16 +517,34 @@ fn route(
     match (method, name) {
         (&Method::GET, None) if watching => {
             let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
-            let refuse = state.gone_on_watch.get_mut(&collection).filter(|n| **n > 0);
+            let refuse = state
+                .gone_on_watch
+                .iter_mut()
+                .find(|(gone, n)| **n > 0 && gone.contains(&scope))
+                .map(|(_, n)| n);
             if let Some(n) = refuse {
                 *n -= 1;
                 let line = json!({"type": "ERROR", "object": status(410, "Expired", "too old resource version")});
                 let _ = sender.send(Bytes::from(format!("{line}\n")));
             } else {
+                // What changed since the list this watch follows: without
+                // it, a write between the list and the watch would be lost.
+                // (Versions start at 1: from 0 is from the start.)
+                let since = query
+                    .split('&')
+                    .find_map(|p| p.strip_prefix("resourceVersion="))
+                    .and_then(|rv| rv.parse::<u64>().ok())
+                    .unwrap_or(state.rv);
+                let delayed: BTreeSet<u64> = state.delayed.iter().map(|d| d.0).collect();
+                for (rv, resource, namespace, line) in &state.history {
+                    if *rv > since && scope.covers(resource, namespace) && !delayed.contains(rv) {
+                        let _ = sender.send(line.clone());
+                    }
+                }
                 let bookmark = json!({"type": "BOOKMARK", "object": {"apiVersion": api_version, "kind": kind,
                         "metadata": {"resourceVersion": state.rv.to_string()}}});
                 let _ = sender.send(Bytes::from(format!("{bookmark}\n")));
-                state.watchers.push((collection, sender));
+                state.watchers.push((scope, sender));
             }
             let stream =
                 tokio_stream_from(receiver).map(|bytes| Ok::<_, Infallible>(Frame::data(bytes)));
@@ -384,8 +557,13 @@ fn route(
         (&Method::GET, None) => {
             let items: Vec<Value> = state
                 .objects
-                .get(&collection)
-                .map(|m| m.values().cloned().collect())
+                .get(&scope.resource)
+                .map(|m| {
+                    m.iter()
+                        .filter(|((namespace, _), _)| scope.covers(&scope.resource, namespace))
+                        .map(|(_, object)| object.clone())
+                        .collect()
+                })
                 .unwrap_or_default();
             respond(
                 200,
@@ -397,8 +575,8 @@ fn route(
             let held = state
                 .held_reads
                 .as_ref()
-                .is_some_and(|h| h.collection == collection && h.name == name);
-            let object = state.objects.get(&collection).and_then(|m| m.get(&name));
+                .is_some_and(|h| h.scope.contains(&scope) && h.name == name);
+            let object = state.find(&scope, &name).map(|(_, object)| object);
             if !held {
                 return match object {
                     Some(object) => respond(200, object),
@@ -417,33 +595,34 @@ fn route(
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
+            let namespace = scope
+                .namespace
+                .clone()
+                .or_else(|| object["metadata"]["namespace"].as_str().map(String::from))
+                .unwrap_or_default();
+            let key = (namespace, name);
             if state
                 .objects
-                .get(&collection)
-                .is_some_and(|m| m.contains_key(&name))
+                .get(&scope.resource)
+                .is_some_and(|m| m.contains_key(&key))
             {
                 return respond(
                     409,
-                    &status(409, "AlreadyExists", &format!("{name} exists")),
+                    &status(409, "AlreadyExists", &format!("{} exists", key.1)),
                 );
             }
-            let object = store(state, &collection, name, object, "ADDED");
+            let object = store(state, &scope.resource, key, object, "ADDED");
             respond(201, &object)
         }
         (&Method::PUT, Some(name)) => {
             let object = body.unwrap_or(Value::Null);
-            let Some(current) = state
-                .objects
-                .get(&collection)
-                .and_then(|m| m.get(&name))
-                .cloned()
-            else {
+            let Some((key, current)) = state.find(&scope, &name) else {
                 return not_found(&name);
             };
             if object["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
                 return conflict();
             }
-            let object = store(state, &collection, name, object, "MODIFIED");
+            let object = store(state, &scope.resource, key, object, "MODIFIED");
             respond(200, &object)
         }
         (&Method::PATCH, Some(name)) => {
@@ -451,14 +630,10 @@ fn route(
                 state.conflicts_on_patch -= 1;
                 return conflict();
             }
-            let Some(mut object) = state
-                .objects
-                .get(&collection)
-                .and_then(|m| m.get(&name))
-                .cloned()
-            else {
+            let Some((key, object)) = state.find(&scope, &name) else {
                 return not_found(&name);
             };
+            let mut object = object.clone();
             let mut patch = body.unwrap_or(Value::Null);
             // The status subresource takes only status; the object
             // everything but status.
@@ -471,8 +646,36 @@ fn route(
                 map.remove("status");
             }
             merge(&mut object, &patch);
-            let object = store(state, &collection, name, object, "MODIFIED");
+            let object = store(state, &scope.resource, key, object, "MODIFIED");
             respond(200, &object)
+        }
+        (&Method::DELETE, Some(name)) => {
+            let Some((key, current)) = state.find(&scope, &name) else {
+                return not_found(&name);
+            };
+            // DeleteOptions.preconditions: each one given must match, or
+            // nothing is deleted.
+            let preconditions = body
+                .as_ref()
+                .and_then(|options| options.get("preconditions"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            for field in ["uid", "resourceVersion"] {
+                let Some(wanted) = preconditions.get(field).and_then(Value::as_str) else {
+                    continue;
+                };
+                let actual = current["metadata"][field].as_str().unwrap_or_default();
+                if wanted != actual {
+                    let message = format!(
+                        "Precondition failed: {field} in precondition: {wanted}, {field} in object meta: {actual}"
+                    );
+                    return respond(409, &status(409, "Conflict", &message));
+                }
+            }
+            match remove(state, &scope.resource, &key) {
+                Some(object) => respond(200, &object),
+                None => not_found(&name),
+            }
         }
         (method, _) => respond(
             405,
@@ -505,33 +708,271 @@ fn hold_read(state: &mut State, code: u16, answer: &Value) -> Response<Body> {
 }
 
 /// A write: the next resourceVersion, stored, watchers told; the object.
+/// What the real server fills in is filled in: apiVersion and kind, the
+/// namespace, and the uid (kept from the object replaced, else a new one).
 fn store(
     state: &mut State,
-    collection: &str,
-    name: String,
+    resource: &str,
+    key: (String, String),
     mut object: Value,
     kind: &str,
 ) -> Value {
     state.rv += 1;
+    if !object.is_object() {
+        object = json!({});
+    }
+    let (api_version, object_kind) = kind_of(resource);
+    if object["apiVersion"].is_null() {
+        object["apiVersion"] = json!(api_version);
+    }
+    if object["kind"].is_null() {
+        object["kind"] = json!(object_kind);
+    }
+    if !key.0.is_empty() && object["metadata"]["namespace"].is_null() {
+        object["metadata"]["namespace"] = json!(key.0);
+    }
+    if object["metadata"]["uid"].is_null() {
+        let replaced = state
+            .objects
+            .get(resource)
+            .and_then(|m| m.get(&key))
+            .map(|old| old["metadata"]["uid"].clone())
+            .filter(|uid| !uid.is_null());
+        object["metadata"]["uid"] = match replaced {
+            Some(uid) => uid,
+            None => {
+                state.uids += 1;
+                json!(format!("00000000-0000-4000-8000-{:012}", state.uids))
+            }
+        };
+    }
     object["metadata"]["resourceVersion"] = json!(state.rv.to_string());
+    let namespace = key.0.clone();
     state
         .objects
-        .entry(collection.to_string())
+        .entry(resource.to_string())
         .or_default()
-        .insert(name, object.clone());
-    notify(state, collection, kind, &object);
+        .insert(key, object.clone());
+    notify(state, resource, &namespace, kind, &object);
     object
 }
 
-fn notify(state: &mut State, collection: &str, kind: &str, object: &Value) {
+/// A deletion: the next resourceVersion, watchers told; the object as it
+/// was last, if it was there.
+fn remove(state: &mut State, resource: &str, key: &(String, String)) -> Option<Value> {
+    let mut object = state.objects.get_mut(resource)?.remove(key)?;
+    state.rv += 1;
+    object["metadata"]["resourceVersion"] = json!(state.rv.to_string());
+    notify(state, resource, &key.0, "DELETED", &object);
+    Some(object)
+}
+
+fn notify(state: &mut State, resource: &str, namespace: &str, kind: &str, object: &Value) {
     let line = Bytes::from(format!("{}\n", json!({"type": kind, "object": object})));
-    state
-        .watchers
-        .retain(|(watched, sender)| watched != collection || sender.send(line.clone()).is_ok());
+    state.history.push((
+        state.rv,
+        resource.to_string(),
+        namespace.to_string(),
+        line.clone(),
+    ));
+    if state.paused.iter().any(|p| p.covers(resource, namespace)) {
+        state
+            .delayed
+            .push((state.rv, resource.to_string(), namespace.to_string(), line));
+    } else {
+        send(state, resource, namespace, &line);
+    }
+}
+
+/// A watch event to every watcher it concerns; closed watches are dropped.
+fn send(state: &mut State, resource: &str, namespace: &str, line: &Bytes) {
+    state.watchers.retain(|(scope, sender)| {
+        !scope.covers(resource, namespace) || sender.send(line.clone()).is_ok()
+    });
 }
 
 fn tokio_stream_from(
     mut receiver: mpsc::UnboundedReceiver<Bytes>,
 ) -> impl futures::Stream<Item = Bytes> + Send + 'static {
     futures::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Pod, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Preconditions};
+    use kube::core::GroupVersionKind;
+    use kube::runtime::watcher::{self, Event};
+
+    fn object(name: &str, namespace: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": namespace}})
+    }
+
+    fn endpoints() -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("cilium.io", "v2", "CiliumEndpoint"),
+            "ciliumendpoints",
+        )
+    }
+
+    fn names<K: kube::Resource>(items: &[K]) -> Vec<String> {
+        items
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o.meta().namespace.clone().unwrap_or_default(),
+                    o.meta().name.clone().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn paths_name_their_resource_namespace_and_object() {
+        let t = parse("/api/v1/namespaces/a/pods/p/status");
+        assert_eq!(t.scope.resource, PODS);
+        assert_eq!(t.scope.namespace.as_deref(), Some("a"));
+        assert_eq!(t.name.as_deref(), Some("p"));
+        assert!(t.is_status);
+        let t = parse("/apis/cilium.io/v2/ciliumnodes/n1");
+        assert_eq!(t.scope.resource, CILIUMNODES);
+        assert_eq!(t.scope.namespace, None);
+        assert_eq!(t.name.as_deref(), Some("n1"));
+        let t = parse("/api/v1/namespaces/a");
+        assert_eq!(t.scope.resource, "/api/v1/namespaces");
+        assert_eq!(t.name.as_deref(), Some("a"));
+        assert_eq!(
+            in_namespace(ENDPOINTSLICES, "a"),
+            "/apis/discovery.k8s.io/v1/namespaces/a/endpointslices"
+        );
+        assert_eq!(in_namespace(SERVICES, "a"), "/api/v1/namespaces/a/services");
+    }
+
+    #[tokio::test]
+    async fn a_cluster_wide_list_sees_every_namespace_a_namespaced_one_its_own() {
+        let (client, server) = FakeApiServer::start();
+        for namespace in ["a", "b"] {
+            server.put(PODS, object("p", namespace));
+            server.put(
+                &in_namespace(SERVICES, namespace),
+                json!({"metadata": {"name": "s"}}),
+            );
+            let mut slice = object("s-1", namespace);
+            slice["addressType"] = json!("IPv4");
+            slice["endpoints"] = json!([]);
+            server.put(ENDPOINTSLICES, slice);
+            server.put(CILIUMENDPOINTS, object("p", namespace));
+        }
+        let lp = ListParams::default();
+        // Typed lists check apiVersion and kind.
+        let pods = Api::<Pod>::all(client.clone()).list(&lp).await.unwrap();
+        assert_eq!(names(&pods.items), ["a/p", "b/p"]);
+        let pods = Api::<Pod>::namespaced(client.clone(), "b")
+            .list(&lp)
+            .await
+            .unwrap();
+        assert_eq!(names(&pods.items), ["b/p"]);
+        let services = Api::<Service>::all(client.clone()).list(&lp).await.unwrap();
+        assert_eq!(names(&services.items), ["a/s", "b/s"]);
+        let slices = Api::<EndpointSlice>::namespaced(client.clone(), "a");
+        assert_eq!(names(&slices.list(&lp).await.unwrap().items), ["a/s-1"]);
+        let ceps = Api::<DynamicObject>::namespaced_with(client.clone(), "a", &endpoints());
+        let cep = ceps.get("p").await.unwrap();
+        assert_eq!(cep.types.as_ref().unwrap().kind, "CiliumEndpoint");
+        assert_eq!(cep.types.as_ref().unwrap().api_version, "cilium.io/v2");
+        let all = Api::<DynamicObject>::all_with(client, &endpoints());
+        assert_eq!(names(&all.list(&lp).await.unwrap().items), ["a/p", "b/p"]);
+        let uid = |namespace| {
+            server.get(&in_namespace(PODS, namespace), "p").unwrap()["metadata"]["uid"].clone()
+        };
+        assert!(uid("a").is_string());
+        assert_ne!(uid("a"), uid("b"), "a uid each");
+    }
+
+    #[tokio::test]
+    async fn a_namespaced_watch_hears_only_its_namespace() {
+        let (client, server) = FakeApiServer::start();
+        let pods = Api::<Pod>::namespaced(client, "b");
+        let mut events = std::pin::pin!(watcher::watcher(pods, watcher::Config::default()));
+        assert!(matches!(events.next().await, Some(Ok(Event::Init))));
+        assert!(matches!(events.next().await, Some(Ok(Event::InitDone))));
+        server.put(PODS, object("in-a", "a"));
+        server.put(PODS, object("in-b", "b"));
+        let Some(Ok(Event::Apply(pod))) = events.next().await else {
+            panic!("an applied pod");
+        };
+        assert_eq!(
+            pod.metadata.name.as_deref(),
+            Some("in-b"),
+            "a's pod is not b's business"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_delete_honours_its_preconditions_and_tells_watchers() {
+        let (client, server) = FakeApiServer::start();
+        server.put(CILIUMENDPOINTS, object("e", "a"));
+        let uid = server.get(CILIUMENDPOINTS, "e").unwrap()["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let ceps = Api::<DynamicObject>::namespaced_with(client.clone(), "a", &endpoints());
+        let all = Api::<DynamicObject>::all_with(client, &endpoints());
+        let mut events = std::pin::pin!(watcher::watcher(all, watcher::Config::default()));
+        while !matches!(events.next().await, Some(Ok(Event::InitDone))) {}
+
+        let stale = |uid: &str| {
+            DeleteParams::default().preconditions(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            })
+        };
+        match ceps.delete("e", &stale("another-uid")).await {
+            Err(kube::Error::Api(status)) => assert_eq!(status.code, 409),
+            other => panic!("a conflict, not {other:?}"),
+        }
+        assert!(
+            server.get(CILIUMENDPOINTS, "e").is_some(),
+            "nothing deleted"
+        );
+        let stale_rv = DeleteParams::default().preconditions(Preconditions {
+            uid: None,
+            resource_version: Some("0".into()),
+        });
+        assert!(
+            ceps.delete("e", &stale_rv).await.is_err(),
+            "a stale resourceVersion"
+        );
+
+        let deleted = ceps.delete("e", &stale(&uid)).await.unwrap();
+        let deleted = deleted.left().expect("the object");
+        assert_eq!(deleted.metadata.uid.as_deref(), Some(uid.as_str()));
+        assert!(server.get(CILIUMENDPOINTS, "e").is_none());
+        let Some(Ok(Event::Delete(gone))) = events.next().await else {
+            panic!("watchers told DELETED, and only that");
+        };
+        assert_eq!(gone.metadata.name.as_deref(), Some("e"));
+        match ceps.delete("e", &DeleteParams::default()).await {
+            Err(kube::Error::Api(status)) => assert_eq!(status.code, 404),
+            other => panic!("not found, not {other:?}"),
+        }
+        let deletes: Vec<(u16, Value)> = server
+            .log()
+            .into_iter()
+            .filter(|l| l.method == Method::DELETE)
+            .map(|l| (l.code, l.body.unwrap_or_default()["preconditions"].clone()))
+            .collect();
+        assert_eq!(
+            deletes,
+            [
+                (409, json!({"uid": "another-uid"})),
+                (409, json!({"resourceVersion": "0"})),
+                (200, json!({"uid": uid})),
+                (404, Value::Null),
+            ]
+        );
+    }
 }

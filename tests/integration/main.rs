@@ -10,6 +10,7 @@ mod aws_ec2_stub;
 mod aws_moto;
 mod deploy;
 mod egress_tls;
+mod endpoint_gc;
 mod engine;
 mod guest_logs;
 mod kubernetes;

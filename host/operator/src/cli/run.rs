@@ -15,6 +15,7 @@ use ipam_cloud::CloudApi;
 use ipam_clouds::aws::credentials::{AwsCredentialConfig, RefreshingCredentials};
 use ipam_clouds::Cloud;
 use ipam_engine::{LimitedCloud, LoopSettings, MaintenanceSettings, Metrics};
+use ipam_k8s::endpoint_gc::{EndpointGc, EndpointGcSettings};
 use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
 use ipam_k8s::store::{KubeNodeStore, FIELD_MANAGER};
@@ -365,6 +366,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let (leader_tx, leader) = watch::channel(!args.leader_elect);
     let mut duties = Duties::new(leader.clone(), stop.clone(), duty_metrics);
+    if args.cilium_endpoint_gc_interval_seconds > 0 {
+        let interval = Duration::from_secs(args.cilium_endpoint_gc_interval_seconds);
+        let settings =
+            EndpointGcSettings::new(interval).context("--cilium-endpoint-gc-interval-seconds")?;
+        let client = client.clone();
+        duties.start(ipam_k8s::endpoint_gc::NAME, move || {
+            EndpointGc::new(client.clone(), settings.clone())
+        });
+    } else {
+        tracing::info!("CiliumEndpoint GC off (--cilium-endpoint-gc-interval-seconds 0)");
+    }
     if let Some(store) = &kvstore {
         kvstore_duties::start(
             &mut duties,

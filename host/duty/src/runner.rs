@@ -79,7 +79,12 @@ async fn rounds<D: Duty>(duty: &mut D, metrics: &DutyMetrics) {
         let took = started.elapsed();
         match result {
             Ok(report) => {
-                tracing::debug!(duty = name, deletions = report.deletions, took_ms = took.as_millis() as u64, "round done");
+                tracing::debug!(
+                    duty = name,
+                    deletions = report.deletions,
+                    took_ms = took.as_millis() as u64,
+                    "round done"
+                );
                 metrics.round(name, took, report.deletions, false);
             }
             Err(error) => {
@@ -152,11 +157,19 @@ mod tests {
         assert_eq!(rounds.load(Ordering::SeqCst), 4);
         leader_tx.send_replace(false);
         tokio::time::sleep(Duration::from_secs(60)).await;
-        assert_eq!(rounds.load(Ordering::SeqCst), 4, "no round after losing the lease");
+        assert_eq!(
+            rounds.load(Ordering::SeqCst),
+            4,
+            "no round after losing the lease"
+        );
         leader_tx.send_replace(true);
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(rounds.load(Ordering::SeqCst), 5);
-        assert_eq!(made.load(Ordering::SeqCst), 2, "a fresh duty each time it leads");
+        assert_eq!(
+            made.load(Ordering::SeqCst),
+            2,
+            "a fresh duty each time it leads"
+        );
         assert_eq!(metrics.runs("counting"), 5);
         assert_eq!(metrics.failures("counting"), 1);
         assert_eq!(metrics.deletions("counting"), 8);

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::client::EtcdClient;
-use crate::config::EtcdConfig;
+use crate::config::{EtcdConfig, TlsFiles};
 
 pub struct EtcdServer {
     binary: PathBuf,
@@ -18,6 +18,40 @@ pub struct EtcdServer {
     client_port: u16,
     peer_port: u16,
     child: Option<Child>,
+    /// Served over TLS, asking for a client certificate.
+    tls: Option<TlsFiles>,
+}
+
+/// A throwaway CA, etcd's serving certificate for 127.0.0.1
+/// (`server.crt`, `server.key`) and a client certificate, as PEM files in
+/// `dir`; what a client needs.
+fn tls_files(dir: &std::path::Path) -> TlsFiles {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().expect("CA key"))
+        .expect("self-signed CA");
+    let issue = |names: Vec<String>, stem: &str| -> (PathBuf, PathBuf) {
+        let key = KeyPair::generate().expect("key");
+        let certificate = CertificateParams::new(names)
+            .expect("certificate params")
+            .signed_by(&key, &ca)
+            .expect("certificate");
+        let (cert_path, key_path) = (
+            dir.join(format!("{stem}.crt")),
+            dir.join(format!("{stem}.key")),
+        );
+        std::fs::write(&cert_path, certificate.pem()).expect("write certificate");
+        std::fs::write(&key_path, key.serialize_pem()).expect("write key");
+        (cert_path, key_path)
+    };
+    let ca_path = dir.join("ca.crt");
+    std::fs::write(&ca_path, ca.pem()).expect("write CA");
+    issue(vec!["127.0.0.1".into(), "localhost".into()], "server");
+    TlsFiles {
+        ca: Some(ca_path),
+        client: Some(issue(vec!["ipam-operator".into()], "client")),
+    }
 }
 
 fn free_port() -> u16 {
@@ -42,25 +76,41 @@ fn etcd_binary() -> PathBuf {
 impl EtcdServer {
     /// Start etcd and wait until it answers.
     pub async fn start() -> Self {
-        let mut server = Self {
+        let mut server = Self::new();
+        server.spawn().await;
+        server
+    }
+
+    /// Start etcd over TLS, asking clients for a certificate of its CA;
+    /// [`EtcdServer::config`] carries the CA and a client certificate.
+    pub async fn start_tls() -> Self {
+        let mut server = Self::new();
+        server.tls = Some(tls_files(server.data.path()));
+        server.spawn().await;
+        server
+    }
+
+    fn new() -> Self {
+        Self {
             binary: etcd_binary(),
             data: tempfile::tempdir().expect("a temporary data dir"),
             client_port: free_port(),
             peer_port: free_port(),
             child: None,
-        };
-        server.spawn().await;
-        server
+            tls: None,
+        }
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     /// A config for this server, with the given lease TTLs left default.
     pub fn config(&self) -> EtcdConfig {
         EtcdConfig {
             endpoints: vec![self.endpoint()],
+            tls: self.tls.clone(),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
             qps: 10_000.0,
@@ -91,6 +141,7 @@ impl EtcdServer {
             .arg(format!("--initial-cluster=test={peer}"))
             // No metrics or profiling listeners beyond these two ports.
             .arg("--listen-metrics-urls=")
+            .args(self.tls_args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -117,6 +168,22 @@ impl EtcdServer {
                 self.log()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn tls_args(&self) -> Vec<String> {
+        match &self.tls {
+            None => Vec::new(),
+            Some(tls) => {
+                let dir = self.data.path();
+                let ca = tls.ca.clone().unwrap_or_default();
+                vec![
+                    format!("--cert-file={}", dir.join("server.crt").display()),
+                    format!("--key-file={}", dir.join("server.key").display()),
+                    format!("--trusted-ca-file={}", ca.display()),
+                    "--client-cert-auth".into(),
+                ]
+            }
         }
     }
 

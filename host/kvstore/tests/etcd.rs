@@ -354,3 +354,63 @@ async fn identity_gc_on_etcd_deletes_an_orphan_on_its_second_round_only() {
         "every lock given back"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_client_certificate_and_nothing_less() {
+    let etcd = EtcdServer::start_tls().await;
+    assert!(etcd.endpoint().starts_with("https://"));
+    let store = EtcdStore::connect(&etcd.config()).await.unwrap();
+    store.put("cilium/tls-check", b"ok".to_vec()).await.unwrap();
+    assert!(store.get("cilium/tls-check").await.unwrap().is_some());
+
+    let mut no_certificate = etcd.config();
+    if let Some(tls) = no_certificate.tls.as_mut() {
+        tls.client = None;
+    }
+    assert!(
+        EtcdStore::connect(&no_certificate).await.is_err(),
+        "etcd asks for a client certificate"
+    );
+    let mut no_ca = etcd.config();
+    if let Some(tls) = no_ca.tls.as_mut() {
+        tls.ca = None;
+    }
+    assert!(
+        EtcdStore::connect(&no_ca).await.is_err(),
+        "a server certificate of an unknown CA is refused"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn username_and_password() {
+    let etcd = EtcdServer::start().await;
+    let mut admin = etcd.client().await.raw();
+    let _ = admin.role_add("root").await;
+    admin.user_add("root", "s3cret", None).await.unwrap();
+    admin.user_grant_role("root", "root").await.unwrap();
+    admin.auth_enable().await.unwrap();
+
+    let mut config = etcd.config();
+    config.username = Some("root".into());
+    config.password = Some("s3cret".into());
+    let store = EtcdStore::connect(&config).await.unwrap();
+    store
+        .put("cilium/auth-check", b"ok".to_vec())
+        .await
+        .unwrap();
+
+    config.password = Some("wrong".into());
+    let refused = EtcdStore::connect(&config).await;
+    assert!(refused.is_err(), "a wrong password is refused");
+    // etcd grants leases to anyone; keys need the user.
+    if let Ok(anonymous) = EtcdStore::connect(&etcd.config()).await {
+        let error = anonymous
+            .put("cilium/auth-check", b"no".to_vec())
+            .await
+            .expect_err("no credentials, no write");
+        assert!(
+            error.to_string().contains("put cilium/auth-check"),
+            "{error}"
+        );
+    }
+}

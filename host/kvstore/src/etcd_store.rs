@@ -76,7 +76,6 @@ impl EtcdStore {
     /// the services and the heartbeat must outlive a restart of the
     /// operator (the next leader writes them again on its own lease).
     pub async fn release_locks(&self) -> Result<(), KvError> {
-        self.rewriter.abort();
         self.lock_session.revoke().await
     }
 

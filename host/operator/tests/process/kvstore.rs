@@ -10,7 +10,7 @@ use ipam_kvstore::testing::EtcdServer;
 use ipam_tests::fake_apiserver::{in_namespace, FakeApiServer, ENDPOINTSLICES, SERVICES};
 use serde_json::json;
 
-use crate::support::{free_port, http_get, write_kubeconfig};
+use crate::support::{free_port, http_get, terminate, write_kubeconfig};
 
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
 const SERVICE_KEY: &str = "cilium/state/services/v1/east/shop/cart";
@@ -163,20 +163,7 @@ async fn the_kvstore_duties_run_only_while_leading_in_cilium_s_layout() {
 
     // SIGTERM: the session's keys stay for the next leader; the lock
     // lease is revoked.
-    assert!(Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let mut status = None;
-    for _ in 0..100 {
-        if let Ok(Some(s)) = child.try_wait() {
-            status = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let status = status.expect("the operator stops on SIGTERM");
+    let status = terminate(&mut child).await;
     let logs = logs.join().unwrap_or_default();
     assert!(status.success(), "{status}: {logs}");
     assert!(

@@ -11,7 +11,7 @@ use std::time::Duration;
 use fake_apiserver::{FakeApiServer, CILIUMNODES};
 use serde_json::json;
 
-use crate::support::{free_port, http_get, write_kubeconfig};
+use crate::support::{free_port, http_get, terminate, write_kubeconfig};
 
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
 
@@ -103,21 +103,7 @@ async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_leas
     assert_eq!(lease["spec"]["holderIdentity"], "replica-1");
 
     // SIGTERM: a clean stop that hands the lease back.
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let mut status = None;
-    for _ in 0..100 {
-        if let Ok(Some(s)) = child.try_wait() {
-            status = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let status = status.expect("the operator stops on SIGTERM");
+    let status = terminate(&mut child).await;
     // The child has exited, so both pipes are at their end.
     let stderr = stderr.join().expect("the stderr reader");
     let stdout = stdout.join().expect("the stdout reader");

@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
+use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;
 
 /// `GET path` over HTTP/1.0; the status code and the body, or None when the
@@ -37,4 +38,20 @@ pub fn write_kubeconfig(path: &Path, api: std::net::SocketAddr) {
         ),
     )
     .expect("write the kubeconfig");
+}
+
+/// Send SIGTERM to `child` and wait up to 10 s for it to exit.
+pub async fn terminate(child: &mut Child) -> ExitStatus {
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    for _ in 0..100 {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the operator did not stop within 10 s of SIGTERM");
 }

@@ -84,6 +84,7 @@ pub mod cluster;
 pub mod convert;
 pub mod node;
 pub mod nodes;
+mod round;
 pub mod service;
 pub mod services;
 #[cfg(test)]

@@ -24,7 +24,6 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 use kube::Client;
 use tokio::sync::{broadcast, watch};
-use tokio::time::Instant;
 
 use ipam_ciliumnode::kube::api_resource;
 use ipam_duty::{Duty, RoundReport};
@@ -32,6 +31,7 @@ use ipam_kvstore::{KeyValue, KvError, SharedStore};
 
 use crate::cluster::{keys, ClusterInfo};
 use crate::node::{AgentNode, NodeValueError};
+use crate::round::{round, Heard, Incremental};
 use crate::services::forward;
 
 #[derive(Default)]
@@ -279,6 +279,28 @@ impl NodesStore {
 }
 
 #[async_trait]
+impl Incremental for NodesStore {
+    type Change = String;
+    const WHAT: &'static str = "nodes store";
+
+    async fn full(&mut self) -> Result<(), KvError> {
+        self.sweep().await
+    }
+
+    async fn one(&mut self, name: &String) -> Result<(), KvError> {
+        self.forget(name).await
+    }
+
+    async fn next(&mut self) -> Heard<String> {
+        match self.deleted.recv().await {
+            Ok(name) => Heard::One(name),
+            Err(broadcast::error::RecvError::Lagged(_)) => Heard::Everything,
+            Err(broadcast::error::RecvError::Closed) => Heard::Closed,
+        }
+    }
+}
+
+#[async_trait]
 impl Duty for NodesStore {
     fn name(&self) -> &'static str {
         "nodes-store"
@@ -296,53 +318,9 @@ impl Duty for NodesStore {
 
     /// One sweep, then deletions as they come until the interval ends.
     async fn round(&mut self) -> Result<RoundReport, String> {
-        let deadline = Instant::now() + self.settings.interval;
-        let mut sweep_at = Some(Instant::now());
-        let mut failure: Option<String> = None;
-        let mut listening = true;
-        loop {
-            if sweep_at.is_some_and(|at| at <= Instant::now()) {
-                match self.sweep().await {
-                    Ok(()) => {
-                        sweep_at = None;
-                        failure = None;
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "nodes store: sweep failed; retrying");
-                        failure = Some(error.to_string());
-                        sweep_at = Some(Instant::now() + self.settings.retry_interval);
-                    }
-                }
-            }
-            let wake = sweep_at.map_or(deadline, |at| at.min(deadline));
-            tokio::select! {
-                () = tokio::time::sleep_until(wake) => {
-                    if Instant::now() >= deadline {
-                        break;
-                    }
-                }
-                deleted = self.deleted.recv(), if listening => match deleted {
-                    // A sweep is due anyway: it covers this node.
-                    Ok(_) if sweep_at.is_some() => {}
-                    Ok(name) => {
-                        if let Err(error) = self.forget(&name).await {
-                            tracing::warn!(%error, node = name.as_str(), "nodes store: delete failed; sweeping soon");
-                            failure = Some(error.to_string());
-                            sweep_at = Some(Instant::now() + self.settings.retry_interval);
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => sweep_at = Some(Instant::now()),
-                    // The view is gone (it cannot be while this duty holds
-                    // it); wait out the round.
-                    Err(broadcast::error::RecvError::Closed) => listening = false,
-                },
-            }
-        }
+        let ended = round(self, self.settings.interval, self.settings.retry_interval).await;
         let deletions = std::mem::take(&mut self.deletions);
-        match failure {
-            Some(error) => Err(error),
-            None => Ok(RoundReport { deletions }),
-        }
+        ended.map(|()| RoundReport { deletions })
     }
 }
 

@@ -33,13 +33,13 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Client;
 use tokio::sync::{broadcast, watch};
-use tokio::time::Instant;
 
 use ipam_duty::{Duty, RoundReport};
 use ipam_kvstore::{KeyValue, KvError, SharedStore};
 
 use crate::cluster::{keys, ClusterInfo};
 use crate::convert::{cluster_service, SERVICE_NAME_LABEL};
+use crate::round::{round, Heard, Incremental};
 
 /// A Service's (or an EndpointSlice's) namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -489,6 +489,30 @@ impl ServicesStore {
 }
 
 #[async_trait]
+impl Incremental for ServicesStore {
+    type Change = ObjectId;
+    const WHAT: &'static str = "services store";
+
+    async fn full(&mut self) -> Result<(), KvError> {
+        self.full_sync().await
+    }
+
+    async fn one(&mut self, id: &ObjectId) -> Result<(), KvError> {
+        self.apply(id).await
+    }
+
+    async fn next(&mut self) -> Heard<ObjectId> {
+        match self.changes.recv().await {
+            Ok(ServiceChange::One(id)) => Heard::One(id),
+            Ok(ServiceChange::All) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                Heard::Everything
+            }
+            Err(broadcast::error::RecvError::Closed) => Heard::Closed,
+        }
+    }
+}
+
+#[async_trait]
 impl Duty for ServicesStore {
     fn name(&self) -> &'static str {
         "services-store"
@@ -506,55 +530,14 @@ impl Duty for ServicesStore {
 
     /// One full sync, then changes as they come until the interval ends.
     async fn round(&mut self) -> Result<RoundReport, String> {
-        let deadline = Instant::now() + self.settings.resync_interval;
-        let mut full_sync_at = Some(Instant::now());
-        let mut failure: Option<String> = None;
-        let mut listening = true;
-        loop {
-            if full_sync_at.is_some_and(|at| at <= Instant::now()) {
-                match self.full_sync().await {
-                    Ok(()) => {
-                        full_sync_at = None;
-                        failure = None;
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "services store: full sync failed; retrying");
-                        failure = Some(error.to_string());
-                        full_sync_at = Some(Instant::now() + self.settings.retry_interval);
-                    }
-                }
-            }
-            let wake = full_sync_at.map_or(deadline, |at| at.min(deadline));
-            tokio::select! {
-                () = tokio::time::sleep_until(wake) => {
-                    if Instant::now() >= deadline {
-                        break;
-                    }
-                }
-                change = self.changes.recv(), if listening => match change {
-                    // A full sync is due anyway: it covers this change.
-                    Ok(ServiceChange::One(_)) if full_sync_at.is_some() => {}
-                    Ok(ServiceChange::One(id)) => {
-                        if let Err(error) = self.apply(&id).await {
-                            tracing::warn!(%error, service = ?id, "services store: write failed; full sync soon");
-                            failure = Some(error.to_string());
-                            full_sync_at = Some(Instant::now() + self.settings.retry_interval);
-                        }
-                    }
-                    Ok(ServiceChange::All) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                        full_sync_at = Some(Instant::now());
-                    }
-                    // The view is gone (it cannot be while this duty holds
-                    // it); wait out the round.
-                    Err(broadcast::error::RecvError::Closed) => listening = false,
-                },
-            }
-        }
+        let ended = round(
+            self,
+            self.settings.resync_interval,
+            self.settings.retry_interval,
+        )
+        .await;
         let deletions = std::mem::take(&mut self.deletions);
-        match failure {
-            Some(error) => Err(error),
-            None => Ok(RoundReport { deletions }),
-        }
+        ended.map(|()| RoundReport { deletions })
     }
 }
 

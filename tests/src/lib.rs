@@ -4,8 +4,9 @@
 //! recording proxy, moto and a fake Kubernetes API server.
 
 pub mod ec2_proxy;
-pub mod fake_apiserver;
 pub mod moto;
+
+pub use ipam_fake_apiserver as fake_apiserver;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -1,194 +1,31 @@
-//! The operator's HTTP endpoints: `/healthz` (the process serves),
-//! `/readyz` (ready as the operator defines it, see
-//! `ipam_k8s::operator`), `/metrics` (the engine's registry and the
-//! process's own metrics, OpenMetrics text).
+//! The operator's HTTP endpoints (`ipam-health-http`): `/healthz`,
+//! `/readyz` (ready as the operator defines it, see `ipam_k8s::operator`),
+//! `/metrics` (the engine's registry, the duties' and the process's own
+//! metrics, OpenMetrics text).
 
-use std::convert::Infallible;
-use std::future::Future;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use ipam_duty::DutyMetrics;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
+use ipam_engine::Metrics;
+use ipam_health_http::Endpoints;
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use ipam_engine::Metrics;
+pub use ipam_health_http::serve;
 
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// process_* metrics from /proc/self, read on every scrape.
-#[derive(Debug)]
-struct ProcessCollector;
-
-/// Clock ticks per second of /proc/self/stat; 100 on every Linux the
-/// operator ships for.
-const TICKS: f64 = 100.0;
-
-fn stat_fields() -> Vec<String> {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.to_string()))
-        .map(|rest| rest.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_default()
-}
-
-fn boot_time() -> Option<f64> {
-    std::fs::read_to_string("/proc/stat")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-impl Collector for ProcessCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let fields = stat_fields();
-        let field = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
-        // After the command: state is 0, utime 11, stime 12, starttime 19.
-        let cpu = field(11).unwrap_or(0.0) + field(12).unwrap_or(0.0);
-        let cpu = ConstCounter::new(cpu / TICKS);
-        cpu.encode(encoder.encode_descriptor(
-            "process_cpu_seconds",
-            "User and system CPU time spent, in seconds",
-            None,
-            cpu.metric_type(),
-        )?)?;
-        let rss_kb = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
-            })
-            .unwrap_or(0);
-        let rss = ConstGauge::new(rss_kb * 1024);
-        rss.encode(encoder.encode_descriptor(
-            "process_resident_memory_bytes",
-            "Resident memory size in bytes",
-            None,
-            rss.metric_type(),
-        )?)?;
-        let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
-        let fds = ConstGauge::new(i64::try_from(fds).unwrap_or(i64::MAX));
-        fds.encode(encoder.encode_descriptor(
-            "process_open_fds",
-            "Number of open file descriptors",
-            None,
-            fds.metric_type(),
-        )?)?;
-        if let (Some(boot), Some(start)) = (boot_time(), field(19)) {
-            let start = ConstGauge::new(boot + start / TICKS);
-            start.encode(encoder.encode_descriptor(
-                "process_start_time_seconds",
-                "Start time of the process since the unix epoch, in seconds",
-                None,
-                start.metric_type(),
-            )?)?;
-        }
-        Ok(())
-    }
-}
-
-/// What the endpoints report.
-#[derive(Clone)]
-pub struct Endpoints {
-    pub ready: watch::Receiver<bool>,
-    pub metrics: Arc<Metrics>,
-    process: Arc<Registry>,
-}
-
-impl Endpoints {
-    /// `duties`: the kvstore and endpoint-GC duties' metrics, served with
-    /// the process's.
-    pub fn new(ready: watch::Receiver<bool>, metrics: Arc<Metrics>, duties: &DutyMetrics) -> Self {
-        let mut process = Registry::default();
-        process.register_collector(Box::new(ProcessCollector));
-        duties.register(&mut process);
-        Self {
-            ready,
-            metrics,
-            process: Arc::new(process),
-        }
-    }
-
-    /// The metrics page: the engine's registry, then the process's.
-    pub fn metrics_text(&self) -> String {
-        let mut text = String::new();
-        // Writing into a String cannot fail.
-        let _ =
-            prometheus_client::encoding::text::encode_registry(&mut text, self.metrics.registry());
-        let _ = prometheus_client::encoding::text::encode_registry(&mut text, &self.process);
-        let _ = prometheus_client::encoding::text::encode_eof(&mut text);
-        text
-    }
-
-    fn answer(&self, method: &Method, path: &str) -> Response<Full<Bytes>> {
-        let reply = |status: StatusCode, content_type: &str, body: String| {
-            Response::builder()
-                .status(status)
-                .header("content-type", content_type)
-                .body(Full::new(Bytes::from(body)))
-                .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
-        };
-        if method != Method::GET {
-            return reply(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "text/plain",
-                "GET only\n".into(),
-            );
-        }
-        match path {
-            "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-            "/readyz" if *self.ready.borrow() => {
-                reply(StatusCode::OK, "text/plain", "ready\n".into())
-            }
-            "/readyz" => reply(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                "not ready\n".into(),
-            ),
-            "/metrics" => reply(StatusCode::OK, OPENMETRICS, self.metrics_text()),
-            _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
-        }
-    }
-}
-
-/// Serve until `shutdown`, one task per connection.
-pub async fn serve(
-    listener: TcpListener,
-    endpoints: Endpoints,
-    shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()> {
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, _) = tokio::select! {
-            () = &mut shutdown => return Ok(()),
-            accepted = listener.accept() => accepted?,
-        };
-        let endpoints = endpoints.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: Request<Incoming>| {
-                let response = endpoints.answer(request.method(), request.uri().path());
-                async move { Ok::<_, Infallible>(response) }
-            });
-            if let Err(error) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(%error, "metrics connection ended");
-            }
-        });
-    }
+/// The operator's endpoints: the engine's metrics, then the duties'.
+pub fn endpoints(ready: watch::Receiver<bool>, metrics: Arc<Metrics>, duties: &DutyMetrics) -> Endpoints {
+    let mut duty_registry = Registry::default();
+    duties.register(&mut duty_registry);
+    let duty_registry = Arc::new(duty_registry);
+    Endpoints::new(
+        ready,
+        Arc::new(move |text: &mut String| {
+            // Writing into a String cannot fail.
+            let _ = prometheus_client::encoding::text::encode_registry(text, metrics.registry());
+            let _ = prometheus_client::encoding::text::encode_registry(text, &duty_registry);
+        }),
+    )
 }
 
 #[cfg(test)]
@@ -196,33 +33,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn endpoints_answer_health_readiness_and_metrics() {
-        let (ready_tx, ready) = watch::channel(false);
+    fn the_metrics_page_holds_the_engine_the_duties_and_the_process() {
+        let (_ready_tx, ready) = watch::channel(true);
         let duties = DutyMetrics::new();
         duties.round("heartbeat", std::time::Duration::from_millis(3), 0, false);
-        let endpoints = Endpoints::new(ready, Arc::new(Metrics::new()), &duties);
-        let status = |path: &str| endpoints.answer(&Method::GET, path).status();
-        assert_eq!(status("/healthz"), StatusCode::OK);
-        assert_eq!(status("/readyz"), StatusCode::SERVICE_UNAVAILABLE);
-        ready_tx.send_replace(true);
-        assert_eq!(status("/readyz"), StatusCode::OK);
-        assert_eq!(status("/nope"), StatusCode::NOT_FOUND);
-        assert_eq!(
-            endpoints.answer(&Method::POST, "/healthz").status(),
-            StatusCode::METHOD_NOT_ALLOWED
-        );
-        let text = endpoints.metrics_text();
+        let text = endpoints(ready, Arc::new(Metrics::new()), &duties).metrics_text();
         assert!(
             text.contains("# TYPE cilium_operator_ipam_resync counter"),
             "{text}"
         );
-        assert!(text.contains("process_resident_memory_bytes "), "{text}");
         assert!(
             text.contains("cilium_operator_duty_runs_total{duty=\"heartbeat\"} 1"),
             "{text}"
         );
-        assert!(text.contains("process_cpu_seconds_total "), "{text}");
-        assert_eq!(text.matches("# EOF").count(), 1);
+        assert!(text.contains("process_resident_memory_bytes "), "{text}");
         assert!(text.ends_with("# EOF\n"));
     }
 }

@@ -28,7 +28,7 @@ use super::kvstore_duties;
 use super::provider::{load_config, module_bytes};
 use crate::duties::Duties;
 use crate::rate_flags::{parse_bucket_override, rate_limits, rate_settings};
-use crate::serve::{serve, Endpoints};
+use crate::serve::{endpoints, serve};
 use ipam_duty::DutyMetrics;
 use ipam_kvstore::etcd_store::EtcdStore;
 
@@ -355,7 +355,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     tracing::info!(listen = %args.listen, "serving /healthz, /readyz, /metrics");
     let server = tokio::spawn(serve(
         listener,
-        Endpoints::new(ready, metrics, &duty_metrics),
+        endpoints(ready, metrics, &duty_metrics),
         until_stop(stop.clone()),
     ));
     tokio::spawn(async move {

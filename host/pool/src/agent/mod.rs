@@ -1,71 +1,95 @@
-//! A cilium-agent's side of the pool, as plain functions of its node: the
-//! answers to the release handshake (ready-for-release for an unused
-//! address, do-not-release for a used one, a released entry dropped once the
-//! address left the pool), pods placed on free pool addresses (never one in
-//! the handshake), and whether the node is satisfied or settled. The
-//! simulation and the engine's tests play agents with these.
+//! A node agent's side of the pool, as plain functions of its node: which
+//! address a pod gets ([`allocator`]), the answers to the release handshake
+//! ([`answers`]), what survives a restart ([`restore`]), where an address
+//! lives ([`placement`]), and whether a node is satisfied or settled. The
+//! node agent (`ipam-agent`) runs these for real pods; the simulation and
+//! the engine's tests play agents with [`act`], built from the same pieces.
 
-use std::collections::BTreeMap;
+pub mod allocator;
+pub mod answers;
+pub mod placement;
+pub mod restore;
 
-use ipam_ciliumnode::{AllocationIp, CiliumNode, ReleaseState};
+use ipam_ciliumnode::{CiliumNode, ReleaseState};
 
 use crate::node_view::NodeView;
 use crate::pool::count;
 use crate::watermarks;
 
-/// One node's agent decisions, as a pure function of the node: the node
-/// after the agent's changes (if any) and the pods left pending.
+use allocator::{used_status, Allocation, Allocations, Holder};
+
+/// A simulated pod's holder: one per address, named after it.
+fn simulated_holder(ip: &std::net::IpAddr) -> Holder {
+    let name = format!("pod-{}", ip.to_string().replace(['.', ':'], "-"));
+    Holder {
+        container_id: name.clone(),
+        ifname: "eth0".into(),
+        owner: format!("sim/{name}"),
+    }
+}
+
+/// One node's simulated agent, as a pure function of the node: it answers
+/// the handshake, stops pods (highest addresses first) or starts them on
+/// free addresses until `pods_wanted` run; the node after its changes (if
+/// any) and the pods left pending.
 pub fn act(node: &CiliumNode, pods_wanted: u32) -> (Option<CiliumNode>, u32) {
     let mut next = node.clone();
-    let ipam = &mut next.status.ipam;
-    // The handshake.
-    let mut answers = BTreeMap::new();
-    for (ip, state) in &ipam.release_ips {
-        match state {
-            ReleaseState::MarkedForRelease if ipam.used.contains_key(ip) => {
-                answers.insert(ip.clone(), Some(ReleaseState::DoNotRelease));
+    // The simulated pods are status.ipam.used itself.
+    let mut allocations: Allocations = node
+        .status
+        .ipam
+        .used
+        .iter()
+        .filter_map(|(ip, entry)| {
+            let ip = ip.parse().ok()?;
+            let mut holder = simulated_holder(&ip);
+            if let Some(owner) = &entry.owner {
+                holder.owner = owner.clone();
             }
-            ReleaseState::MarkedForRelease => {
-                answers.insert(ip.clone(), Some(ReleaseState::ReadyForRelease));
-            }
-            ReleaseState::Released if !next.spec.ipam.pool.contains_key(ip) => {
-                answers.insert(ip.clone(), None);
-            }
-            _ => {}
-        }
-    }
-    for (ip, answer) in answers {
+            Some((
+                ip,
+                Allocation {
+                    holder,
+                    resource: entry.resource.clone(),
+                },
+            ))
+        })
+        .collect();
+    for (ip, answer) in answers::answers(node, |ip| {
+        ip.parse().is_ok_and(|ip| allocations.contains_key(&ip))
+    }) {
         match answer {
-            Some(state) => ipam.release_ips.insert(ip, state),
-            None => ipam.release_ips.remove(&ip),
+            Some(state) => next.status.ipam.release_ips.insert(ip, state),
+            None => next.status.ipam.release_ips.remove(&ip),
         };
     }
-    // Pods stop (the highest addresses first) or start on free addresses
-    // that are not in the handshake.
     let wanted = pods_wanted as usize;
-    while ipam.used.len() > wanted {
-        ipam.used.pop_last();
+    while allocations.len() > wanted {
+        allocations.pop_last();
     }
-    let free: Vec<String> = next
-        .spec
+    // Free addresses are judged against the agent's own allocations only:
+    // status.ipam.used is rewritten from them below.
+    next.status.ipam.used.clear();
+    let mut started = Allocations::new();
+    while allocations.len() < wanted {
+        let Some((ip, entry)) = allocator::free_addresses(&next, &allocations).next() else {
+            break;
+        };
+        let allocation = Allocation {
+            holder: simulated_holder(&ip),
+            resource: entry.resource.clone(),
+        };
+        allocations.insert(ip, allocation.clone());
+        started.insert(ip, allocation);
+    }
+    // Pods that keep running keep their entries as written.
+    next.status.ipam.used = node.status.ipam.used.clone();
+    next.status
         .ipam
-        .pool
-        .keys()
-        .filter(|ip| !ipam.used.contains_key(*ip) && !ipam.release_ips.contains_key(*ip))
-        .take(wanted.saturating_sub(ipam.used.len()))
-        .cloned()
-        .collect();
-    for ip in free {
-        let owner = format!("sim/pod-{}", ip.replace('.', "-"));
-        ipam.used.insert(
-            ip,
-            AllocationIp {
-                owner: Some(owner),
-                resource: None,
-            },
-        );
-    }
-    let pending = count(wanted.saturating_sub(ipam.used.len()));
+        .used
+        .retain(|ip, _| ip.parse().is_ok_and(|ip| allocations.contains_key(&ip)));
+    next.status.ipam.used.extend(used_status(&started));
+    let pending = count(wanted.saturating_sub(allocations.len()));
     let changed = next.status.ipam != node.status.ipam;
     (changed.then_some(next), pending)
 }
@@ -99,6 +123,7 @@ pub fn settled(node: &CiliumNode, pending: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ipam_ciliumnode::AllocationIp;
 
     const MARKED_FOR_RELEASE: &str = "marked-for-release";
     const READY_FOR_RELEASE: &str = "ready-for-release";

@@ -1,0 +1,386 @@
+//! The agent's allocator: the pure decisions of `ipam_pool::agent` run over
+//! the node the agent last saw and its own allocations, with the state file
+//! written before any answer and the routes kept in step. One lock orders
+//! every change, so two ADDs never get the same address.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipam_ciliumnode::{AllocationIp, CiliumNode, ReleaseState};
+use ipam_pool::agent::allocator::{
+    choose, collect_garbage, held_by, used_status, Allocation, Allocations, Choice, Holder,
+};
+use ipam_pool::agent::answers::answers;
+use ipam_pool::agent::placement::{placement, Placement};
+use ipam_pool::agent::restore::{restore, Restored};
+use serde_json::{json, Map, Value};
+use tokio::sync::{Mutex, Notify};
+
+use crate::metrics::AgentMetrics;
+use crate::routing::{wanted_route, wanted_routes, RouteTable};
+use crate::state_file::{StateFile, StateFileError};
+
+/// The gateway pods are told to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodGateway {
+    /// The router of the address's subnet, as cilium-agent answers.
+    Subnet,
+    /// A fixed address (e.g. 169.254.1.1 for a ptp chain, which puts the
+    /// gateway on the host side of every pod's veth).
+    Fixed(IpAddr),
+}
+
+/// An address given to an attachment, with where it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Granted {
+    pub ip: IpAddr,
+    pub gateway: Option<IpAddr>,
+    pub placement: Option<Placement>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AllocatorError {
+    #[error("no free address: the pool has {pool} and {used} are in use; the operator grows it")]
+    Exhausted { pool: usize, used: usize },
+    #[error("no address is allocated to {container_id}/{ifname}")]
+    Unknown {
+        container_id: String,
+        ifname: String,
+    },
+    #[error("saving the allocations: {0}")]
+    State(#[from] StateFileError),
+    #[error("routes of {ip}: {message}")]
+    Routes { ip: IpAddr, message: String },
+}
+
+impl AllocatorError {
+    /// The CNI error code the plugin answers with.
+    pub fn cni_code(&self) -> u32 {
+        match self {
+            // Try again later: the operator grows the pool.
+            AllocatorError::Exhausted { .. } => 11,
+            AllocatorError::Unknown { .. } => 3,
+            AllocatorError::State(_) => 5,
+            AllocatorError::Routes { .. } => 101,
+        }
+    }
+}
+
+struct Inner {
+    node: CiliumNode,
+    allocations: Allocations,
+}
+
+pub struct Allocator {
+    inner: Mutex<Inner>,
+    state: StateFile,
+    routes: Arc<dyn RouteTable>,
+    gateway: PodGateway,
+    metrics: Arc<AgentMetrics>,
+    /// Wakes the status publisher.
+    changed: Arc<Notify>,
+    /// A pause after the state file is written and before the answer, so
+    /// crash tests can kill the agent in that window.
+    pause_after_save: Option<Duration>,
+}
+
+/// What a start-up restore did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    pub kept: usize,
+    pub freed: Vec<IpAddr>,
+    pub outside_pool: Vec<IpAddr>,
+}
+
+impl Allocator {
+    /// An allocator over the saved `allocations` (loaded before anything
+    /// else) and the node as first read.
+    pub fn new(
+        allocations: Allocations,
+        node: CiliumNode,
+        state: StateFile,
+        routes: Arc<dyn RouteTable>,
+        gateway: PodGateway,
+        metrics: Arc<AgentMetrics>,
+    ) -> Self {
+        Self {
+            inner: Mutex::new(Inner { node, allocations }),
+            state,
+            routes,
+            gateway,
+            metrics,
+            changed: Arc::new(Notify::new()),
+            pause_after_save: None,
+        }
+    }
+
+    pub fn pause_after_save(mut self, pause: Option<Duration>) -> Self {
+        self.pause_after_save = pause;
+        self
+    }
+
+    pub fn changed(&self) -> Arc<Notify> {
+        self.changed.clone()
+    }
+
+    fn sizes(&self, inner: &Inner) {
+        self.metrics
+            .sizes(inner.allocations.len(), inner.node.spec.ipam.pool.len());
+    }
+
+    /// Judge the saved allocations against the node and the live pods, save
+    /// what stays and put the routes in step with it. Runs once, before the
+    /// socket is served.
+    pub async fn restore(
+        &self,
+        live_pods: Option<&BTreeSet<String>>,
+    ) -> Result<RestoreReport, AllocatorError> {
+        let mut inner = self.inner.lock().await;
+        let saved = std::mem::take(&mut inner.allocations);
+        let Restored {
+            kept,
+            freed,
+            outside_pool,
+        } = restore(saved, &inner.node, live_pods);
+        inner.allocations = kept;
+        self.state.save(&inner.allocations)?;
+        let wanted = wanted_routes(&inner.node, &inner.allocations);
+        self.routes
+            .reconcile(&wanted)
+            .await
+            .map_err(|e| AllocatorError::Routes {
+                ip: IpAddr::from([0, 0, 0, 0]),
+                message: format!("restoring: {e}"),
+            })?;
+        self.metrics.restored("kept", inner.allocations.len());
+        self.metrics.restored("freed", freed.len());
+        self.metrics.restored("outside-pool", outside_pool.len());
+        self.metrics.released("pod-gone", freed.len());
+        self.sizes(&inner);
+        self.changed.notify_one();
+        Ok(RestoreReport {
+            kept: inner.allocations.len(),
+            freed: freed.into_iter().map(|(ip, _)| ip).collect(),
+            outside_pool,
+        })
+    }
+
+    fn granted(&self, node: &CiliumNode, ip: IpAddr, resource: Option<&str>) -> Granted {
+        let placement = placement(node, resource, ip);
+        let gateway = match self.gateway {
+            PodGateway::Fixed(gateway) => Some(gateway),
+            PodGateway::Subnet => placement.as_ref().and_then(|p| p.gateway),
+        };
+        Granted {
+            ip,
+            gateway,
+            placement,
+        }
+    }
+
+    /// ADD: the attachment's address, a fresh one saved (and routed) before
+    /// this returns.
+    pub async fn add(&self, holder: Holder) -> Result<Granted, AllocatorError> {
+        let mut inner = self.inner.lock().await;
+        let (ip, resource) = match choose(&inner.node, &inner.allocations, &holder) {
+            Choice::Existing(ip) => {
+                let resource = inner.allocations.get(&ip).and_then(|a| a.resource.clone());
+                (ip, resource)
+            }
+            Choice::Exhausted { pool, used } => {
+                return Err(AllocatorError::Exhausted { pool, used })
+            }
+            Choice::Fresh { ip, resource } => {
+                let allocation = Allocation {
+                    holder,
+                    resource: resource.clone(),
+                };
+                inner.allocations.insert(ip, allocation);
+                if let Err(error) = self.state.save(&inner.allocations) {
+                    inner.allocations.remove(&ip);
+                    return Err(error.into());
+                }
+                self.metrics.allocated();
+                self.sizes(&inner);
+                self.changed.notify_one();
+                if let Some(pause) = self.pause_after_save {
+                    tokio::time::sleep(pause).await;
+                }
+                (ip, resource)
+            }
+        };
+        if let Some(allocation) = inner.allocations.get(&ip) {
+            if let Some(route) = wanted_route(&inner.node, ip, allocation) {
+                self.routes
+                    .install(&route)
+                    .await
+                    .map_err(|e| AllocatorError::Routes {
+                        ip,
+                        message: e.to_string(),
+                    })?;
+            }
+        }
+        Ok(self.granted(&inner.node, ip, resource.as_deref()))
+    }
+
+    /// CHECK: the attachment's address, or Unknown.
+    pub async fn check(&self, container_id: &str, ifname: &str) -> Result<Granted, AllocatorError> {
+        let inner = self.inner.lock().await;
+        let ip = held_by(&inner.allocations, container_id, ifname).ok_or_else(|| {
+            AllocatorError::Unknown {
+                container_id: container_id.into(),
+                ifname: ifname.into(),
+            }
+        })?;
+        let resource = inner.allocations.get(&ip).and_then(|a| a.resource.clone());
+        Ok(self.granted(&inner.node, ip, resource.as_deref()))
+    }
+
+    /// Free `ips`, save, and take their routes away.
+    async fn free(
+        &self,
+        inner: &mut Inner,
+        ips: &[IpAddr],
+        reason: &'static str,
+    ) -> Result<(), AllocatorError> {
+        if ips.is_empty() {
+            return Ok(());
+        }
+        let mut removed = Vec::new();
+        for ip in ips {
+            if let Some(allocation) = inner.allocations.remove(ip) {
+                removed.push((*ip, allocation));
+            }
+        }
+        if let Err(error) = self.state.save(&inner.allocations) {
+            inner.allocations.extend(removed);
+            return Err(error.into());
+        }
+        self.metrics.released(reason, removed.len());
+        self.sizes(inner);
+        self.changed.notify_one();
+        let wanted = wanted_routes(&inner.node, &inner.allocations);
+        self.routes
+            .reconcile(&wanted)
+            .await
+            .map_err(|e| AllocatorError::Routes {
+                ip: removed.first().map_or(IpAddr::from([0, 0, 0, 0]), |(ip, _)| *ip),
+                message: e.to_string(),
+            })
+    }
+
+    /// DEL: idempotent; an attachment without an address is done already.
+    pub async fn del(&self, container_id: &str, ifname: &str) -> Result<(), AllocatorError> {
+        let mut inner = self.inner.lock().await;
+        match held_by(&inner.allocations, container_id, ifname) {
+            Some(ip) => self.free(&mut inner, &[ip], "del").await,
+            None => Ok(()),
+        }
+    }
+
+    /// GC: free every allocation whose attachment is not valid; how many.
+    pub async fn gc(&self, valid: &BTreeSet<(String, String)>) -> Result<usize, AllocatorError> {
+        let mut inner = self.inner.lock().await;
+        let garbage = collect_garbage(&inner.allocations, valid);
+        self.free(&mut inner, &garbage, "gc").await?;
+        Ok(garbage.len())
+    }
+
+    /// The node as the API server now has it.
+    pub async fn node_changed(&self, node: CiliumNode) {
+        let mut inner = self.inner.lock().await;
+        if inner.node != node {
+            inner.node = node;
+            self.sizes(&inner);
+            self.changed.notify_one();
+        }
+    }
+
+    /// The status patch that brings the node in step with the agent (its
+    /// allocations in status.ipam.used, its handshake answers in
+    /// release-ips), or None when it is in step. Only these two fields.
+    pub async fn status_patch(&self) -> Option<Value> {
+        let inner = self.inner.lock().await;
+        status_patch(&inner.node, &inner.allocations)
+    }
+
+    /// After a patch was accepted: the node view holds what it set, so the
+    /// next patch is computed against it. Counts the answers given.
+    pub async fn patched(&self, patch: &Value) {
+        let mut inner = self.inner.lock().await;
+        let ipam = &patch["status"]["ipam"];
+        if let Some(used) = ipam["used"].as_object() {
+            for (ip, entry) in used {
+                match serde_json::from_value::<AllocationIp>(entry.clone()) {
+                    Ok(entry) => inner.node.status.ipam.used.insert(ip.clone(), entry),
+                    Err(_) => inner.node.status.ipam.used.remove(ip),
+                };
+            }
+        }
+        if let Some(release) = ipam["release-ips"].as_object() {
+            for (ip, state) in release {
+                match state.as_str() {
+                    Some(state) => {
+                        self.metrics.answered(state);
+                        inner
+                            .node
+                            .status
+                            .ipam
+                            .release_ips
+                            .insert(ip.clone(), ReleaseState::from(state.to_string()))
+                    }
+                    None => {
+                        self.metrics.answered("removed");
+                        inner.node.status.ipam.release_ips.remove(ip)
+                    }
+                };
+            }
+        }
+    }
+
+    /// The allocations now (for tests and the restore log).
+    pub async fn allocations(&self) -> Allocations {
+        self.inner.lock().await.allocations.clone()
+    }
+}
+
+/// The merge patch of status.ipam.used and release-ips that brings `node`
+/// in step with `allocations`; None when nothing differs.
+pub fn status_patch(node: &CiliumNode, allocations: &Allocations) -> Option<Value> {
+    let wanted = used_status(allocations);
+    let mut used = Map::new();
+    for (ip, entry) in &wanted {
+        if node.status.ipam.used.get(ip) != Some(entry) {
+            used.insert(ip.clone(), json!(entry));
+        }
+    }
+    for ip in node.status.ipam.used.keys() {
+        if !wanted.contains_key(ip) {
+            used.insert(ip.clone(), Value::Null);
+        }
+    }
+    let mut release = Map::new();
+    let in_use = |ip: &str| {
+        ip.parse::<IpAddr>()
+            .is_ok_and(|ip| allocations.contains_key(&ip))
+    };
+    for (ip, answer) in answers(node, in_use) {
+        release.insert(
+            ip,
+            answer.map_or(Value::Null, |state| Value::String(state.as_str().to_string())),
+        );
+    }
+    if used.is_empty() && release.is_empty() {
+        return None;
+    }
+    let mut ipam = Map::new();
+    if !used.is_empty() {
+        ipam.insert("used".into(), Value::Object(used));
+    }
+    if !release.is_empty() {
+        ipam.insert("release-ips".into(), Value::Object(release));
+    }
+    Some(json!({ "status": { "ipam": ipam } }))
+}

@@ -1,0 +1,179 @@
+//! The command line: every flag has an environment variable, as a
+//! DaemonSet sets them.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+use crate::allocator::PodGateway;
+use crate::register::{InterfaceSelection, Watermarks};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CloudArg {
+    /// EC2: facts from IMDSv2, spec.eni.
+    Aws,
+    /// Azure: facts from the Azure instance metadata service, spec.azure.
+    Azure,
+    /// Facts from the flags only.
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The node agent: registers this node's CiliumNode, hands pod addresses out
+/// of its pool to the `ipam-cni` plugin, answers the release handshake and
+/// routes the addresses of secondary interfaces.
+#[derive(Debug, Parser)]
+#[command(name = "ipam-agent", version)]
+pub struct Cli {
+    /// This node's name (the downward API's spec.nodeName).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+    #[arg(long, env = "IPAM_CLOUD", value_enum, default_value_t = CloudArg::None)]
+    pub cloud: CloudArg,
+    /// The instance metadata service.
+    #[arg(long, env = "IPAM_IMDS_ENDPOINT", default_value = "http://169.254.169.254")]
+    pub imds_endpoint: String,
+    /// The instance facts, instead of (or over) the metadata service's.
+    #[arg(long, env = "IPAM_INSTANCE_ID")]
+    pub instance_id: Option<String>,
+    #[arg(long, env = "IPAM_INSTANCE_TYPE")]
+    pub instance_type: Option<String>,
+    #[arg(long, env = "IPAM_AVAILABILITY_ZONE")]
+    pub availability_zone: Option<String>,
+    #[arg(long, env = "IPAM_VPC_ID")]
+    pub vpc_id: Option<String>,
+    #[arg(long, env = "IPAM_NODE_SUBNET_ID")]
+    pub node_subnet_id: Option<String>,
+    /// spec.eni.first-interface-index: the first device index the operator
+    /// may put pool addresses on.
+    #[arg(long, env = "IPAM_ENI_FIRST_INTERFACE_INDEX")]
+    pub eni_first_interface_index: Option<u32>,
+    /// Subnets for new interfaces (comma-separated ids).
+    #[arg(long, env = "IPAM_ENI_SUBNET_IDS", value_delimiter = ',')]
+    pub eni_subnet_ids: Vec<String>,
+    /// Subnets for new interfaces, by tag (K=V,...).
+    #[arg(long, env = "IPAM_ENI_SUBNET_TAGS", value_parser = parse_tags, default_value = "")]
+    pub eni_subnet_tags: Tags,
+    /// Security groups of new interfaces (comma-separated ids).
+    #[arg(long, env = "IPAM_ENI_SECURITY_GROUP_IDS", value_delimiter = ',')]
+    pub eni_security_group_ids: Vec<String>,
+    /// Security groups of new interfaces, by tag (K=V,...).
+    #[arg(long, env = "IPAM_ENI_SECURITY_GROUP_TAGS", value_parser = parse_tags, default_value = "")]
+    pub eni_security_group_tags: Tags,
+    #[arg(long, env = "IPAM_PRE_ALLOCATE")]
+    pub pre_allocate: Option<u32>,
+    #[arg(long, env = "IPAM_MIN_ALLOCATE")]
+    pub min_allocate: Option<u32>,
+    #[arg(long, env = "IPAM_MAX_ALLOCATE")]
+    pub max_allocate: Option<u32>,
+    #[arg(long, env = "IPAM_MAX_ABOVE_WATERMARK")]
+    pub max_above_watermark: Option<u32>,
+    /// Where the allocations are saved (on a hostPath, so they survive the
+    /// agent's pod).
+    #[arg(long, env = "IPAM_AGENT_STATE_DIR", default_value = "/var/lib/ipam-agent")]
+    pub state_dir: PathBuf,
+    /// The unix socket the `ipam-cni` plugin asks.
+    #[arg(long, env = "IPAM_AGENT_SOCKET", default_value = "/run/ipam-agent/agent.sock")]
+    pub socket: PathBuf,
+    /// /healthz, /readyz and /metrics.
+    #[arg(long, env = "IPAM_AGENT_LISTEN", default_value = "0.0.0.0:9964")]
+    pub listen: SocketAddr,
+    /// Install the policy routes of secondary-interface addresses.
+    #[arg(long, env = "IPAM_AGENT_ROUTING", default_value_t = true, action = clap::ArgAction::Set)]
+    pub routing: bool,
+    /// The gateway pods are told: `subnet` (the address's subnet router, as
+    /// cilium-agent answers) or an address (169.254.1.1 for a ptp chain,
+    /// which puts the gateway on the host side of each pod's veth).
+    #[arg(long, env = "IPAM_AGENT_POD_GATEWAY", default_value = "subnet", value_parser = parse_gateway)]
+    pub pod_gateway: PodGateway,
+    /// At most one status patch per this many milliseconds.
+    #[arg(long, env = "IPAM_AGENT_STATUS_INTERVAL_MS", default_value_t = 250)]
+    pub status_interval_ms: u64,
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    #[arg(long, env = "IPAM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Tests only: pause this long after saving an allocation and before
+    /// answering, so a crash test can kill the agent in that window.
+    #[arg(long, env = "IPAM_AGENT_TEST_PAUSE_AFTER_SAVE_MS", hide = true)]
+    pub test_pause_after_save_ms: Option<u64>,
+}
+
+/// Tags as K=V pairs.
+pub type Tags = BTreeMap<String, String>;
+
+fn parse_tags(text: &str) -> Result<Tags, String> {
+    text.split(',')
+        .filter(|pair| !pair.trim().is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() => {
+                Ok((key.trim().to_string(), value.trim().to_string()))
+            }
+            _ => Err(format!("{pair:?} is not KEY=VALUE")),
+        })
+        .collect()
+}
+
+fn parse_gateway(text: &str) -> Result<PodGateway, String> {
+    if text == "subnet" {
+        return Ok(PodGateway::Subnet);
+    }
+    text.parse::<IpAddr>()
+        .map(PodGateway::Fixed)
+        .map_err(|_| format!("{text:?} is neither `subnet` nor an address"))
+}
+
+impl Cli {
+    pub fn interfaces(&self) -> InterfaceSelection {
+        InterfaceSelection {
+            first_interface_index: self.eni_first_interface_index,
+            subnet_ids: self.eni_subnet_ids.clone(),
+            subnet_tags: self.eni_subnet_tags.clone(),
+            security_group_ids: self.eni_security_group_ids.clone(),
+            security_group_tags: self.eni_security_group_tags.clone(),
+        }
+    }
+
+    pub fn watermarks(&self) -> Watermarks {
+        Watermarks {
+            pre_allocate: self.pre_allocate,
+            min_allocate: self.min_allocate,
+            max_allocate: self.max_allocate,
+            max_above_watermark: self.max_above_watermark,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_and_bad_values_are_refused() {
+        let cli = Cli::try_parse_from([
+            "ipam-agent",
+            "--node-name=n1",
+            "--eni-subnet-tags=cluster=a, tier=pods",
+            "--eni-security-group-ids=sg-1,sg-2",
+            "--pod-gateway=169.254.1.1",
+        ])
+        .unwrap();
+        assert_eq!(cli.eni_subnet_tags["tier"], "pods");
+        assert_eq!(cli.eni_security_group_ids, ["sg-1", "sg-2"]);
+        assert_eq!(cli.pod_gateway, PodGateway::Fixed("169.254.1.1".parse().unwrap()));
+        assert!(cli.routing);
+        for bad in ["--eni-subnet-tags=novalue", "--pod-gateway=router", "--cloud=gcp"] {
+            assert!(
+                Cli::try_parse_from(["ipam-agent", "--node-name=n1", bad]).is_err(),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! The agent's Kubernetes side: its own CiliumNode (registered, watched,
+//! its status.ipam patched), its Node (for the owner reference) and the
+//! pods on its node (to free the addresses of pods that went away while the
+//! agent was down). Only its own node's objects: the chart's admission
+//! policy refuses writes to any other CiliumNode.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use ipam_ciliumnode::kube::{api_resource, from_object, ObjectError};
+use ipam_ciliumnode::CiliumNode;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::{json, Value};
+
+use crate::allocator::Allocator;
+use crate::metrics::AgentMetrics;
+use crate::register::{node_owner, Registration};
+
+const FIELD_MANAGER: &str = "ipam-agent";
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("reading Node {node}: {source}")]
+    Node { node: String, source: kube::Error },
+    #[error("Node {0} has no uid")]
+    NodeUid(String),
+    #[error("{what} CiliumNode {node}: {source}")]
+    CiliumNode {
+        what: &'static str,
+        node: String,
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+    #[error("listing the pods on {node}: {source}")]
+    Pods { node: String, source: kube::Error },
+}
+
+fn status_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// The agent's node, through the API server.
+#[derive(Clone)]
+pub struct NodeClient {
+    name: String,
+    cilium_nodes: Api<DynamicObject>,
+    nodes: Api<Node>,
+    pods: Api<Pod>,
+}
+
+impl NodeClient {
+    pub fn new(client: kube::Client, name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            cilium_nodes: Api::all_with(client.clone(), &api_resource()),
+            nodes: Api::all(client.clone()),
+            pods: Api::all(client),
+        }
+    }
+
+    fn params() -> PatchParams {
+        PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        }
+    }
+
+    fn error(&self, what: &'static str) -> impl FnOnce(kube::Error) -> NodeError + '_ {
+        move |source| NodeError::CiliumNode {
+            what,
+            node: self.name.clone(),
+            source,
+        }
+    }
+
+    /// Create the CiliumNode, or bring the fields the agent owns up to
+    /// date: the spec the registration names and the owner reference.
+    pub async fn register(&self, registration: &Registration) -> Result<CiliumNode, NodeError> {
+        let node = self
+            .nodes
+            .get(&self.name)
+            .await
+            .map_err(|source| NodeError::Node {
+                node: self.name.clone(),
+                source,
+            })?;
+        let uid = node
+            .metadata
+            .uid
+            .ok_or_else(|| NodeError::NodeUid(self.name.clone()))?;
+        let owner = node_owner(&self.name, &uid);
+        let mut body = registration.spec();
+        body["metadata"] = json!({ "ownerReferences": owner });
+        match self.cilium_nodes.get_opt(&self.name).await {
+            Ok(Some(_)) => {
+                let object = self
+                    .cilium_nodes
+                    .patch(&self.name, &Self::params(), &Patch::Merge(&body))
+                    .await
+                    .map_err(self.error("updating"))?;
+                Ok(from_object(&object)?)
+            }
+            Ok(None) => {
+                body["apiVersion"] = json!("cilium.io/v2");
+                body["kind"] = json!("CiliumNode");
+                body["metadata"]["name"] = json!(self.name);
+                let object: DynamicObject =
+                    serde_json::from_value(body).map_err(|source| ObjectError::Fields {
+                        name: self.name.clone(),
+                        source,
+                    })?;
+                let params = PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PostParams::default()
+                };
+                match self.cilium_nodes.create(&params, &object).await {
+                    Ok(created) => Ok(from_object(&created)?),
+                    // Created meanwhile (by a restarted agent's first try):
+                    // read it back.
+                    Err(error) if status_code(&error) == Some(409) => self.current().await,
+                    Err(error) => Err(self.error("creating")(error)),
+                }
+            }
+            Err(error) => Err(self.error("reading")(error)),
+        }
+    }
+
+    /// The CiliumNode as the API server has it now.
+    pub async fn current(&self) -> Result<CiliumNode, NodeError> {
+        let object = self
+            .cilium_nodes
+            .get(&self.name)
+            .await
+            .map_err(self.error("reading"))?;
+        Ok(from_object(&object)?)
+    }
+
+    /// `namespace/name` of every pod the API server places on this node.
+    pub async fn live_pods(&self) -> Result<BTreeSet<String>, NodeError> {
+        let params = ListParams::default().fields(&format!("spec.nodeName={}", self.name));
+        let pods = self
+            .pods
+            .list(&params)
+            .await
+            .map_err(|source| NodeError::Pods {
+                node: self.name.clone(),
+                source,
+            })?;
+        Ok(pods
+            .items
+            .into_iter()
+            // The field selector already chose them; checked again so a
+            // server that ignores selectors cannot free a live pod's address.
+            .filter(|pod| {
+                pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&self.name)
+            })
+            .filter_map(|pod| {
+                Some(format!(
+                    "{}/{}",
+                    pod.metadata.namespace?,
+                    pod.metadata.name?
+                ))
+            })
+            .collect())
+    }
+
+    /// Merge-patch the status subresource.
+    pub async fn patch_status(&self, patch: &Value) -> Result<(), NodeError> {
+        self.cilium_nodes
+            .patch_status(&self.name, &Self::params(), &Patch::Merge(patch))
+            .await
+            .map_err(self.error("patching the status of"))?;
+        Ok(())
+    }
+
+    /// Feed every change of the CiliumNode to the allocator, until the
+    /// stream ends (the watcher retries on its own).
+    pub async fn watch(&self, allocator: Arc<Allocator>) {
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+        let mut events = watcher::watcher(self.cilium_nodes.clone(), config)
+            .default_backoff()
+            .boxed();
+        while let Some(event) = events.next().await {
+            let object = match event {
+                Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => object,
+                Ok(watcher::Event::Delete(object)) => {
+                    tracing::warn!(node = %self.name, name = ?object.metadata.name, "CiliumNode deleted");
+                    continue;
+                }
+                Ok(_) => continue,
+                Err(error) => {
+                    tracing::warn!(%error, "watching the CiliumNode");
+                    continue;
+                }
+            };
+            if object.metadata.name.as_deref() != Some(&self.name) {
+                continue;
+            }
+            match from_object(&object) {
+                Ok(node) => allocator.node_changed(node).await,
+                Err(error) => tracing::warn!(%error, "a CiliumNode the agent cannot read"),
+            }
+        }
+    }
+}
+
+/// Publish the allocator's changes (status.ipam.used and the handshake
+/// answers) as merge patches of the status, at most one per `interval`;
+/// a failed patch is retried at the next wake or interval.
+pub async fn publish(
+    client: NodeClient,
+    allocator: Arc<Allocator>,
+    metrics: Arc<AgentMetrics>,
+    interval: Duration,
+) {
+    let changed = allocator.changed();
+    loop {
+        if let Some(patch) = allocator.status_patch().await {
+            match client.patch_status(&patch).await {
+                Ok(()) => {
+                    metrics.patched("ok");
+                    allocator.patched(&patch).await;
+                }
+                Err(error) => {
+                    metrics.patched("error");
+                    tracing::warn!(%error, "publishing status.ipam");
+                    tokio::time::sleep(interval.max(Duration::from_secs(1))).await;
+                    continue;
+                }
+            }
+            tokio::time::sleep(interval).await;
+            continue;
+        }
+        // Woken by a change, or every 30 s to catch up with a node that
+        // changed under a lost watch.
+        let _ = tokio::time::timeout(Duration::from_secs(30), changed.notified()).await;
+    }
+}

@@ -1,0 +1,33 @@
+//! The node agent (`ipam-agent`), a DaemonSet binary: it registers its
+//! node's CiliumNode from the instance metadata, hands pod addresses out of
+//! spec.ipam.pool to the `ipam-cni` plugin over a unix socket, saves its
+//! allocations atomically before answering, publishes status.ipam.used,
+//! answers the release handshake, and installs the policy routes of
+//! addresses on secondary interfaces. The decisions are `ipam_pool::agent`'s
+//! (the simulation's agents use the same ones); this crate does the I/O.
+//! It never links wasmtime.
+//!
+//! | module | what |
+//! | --- | --- |
+//! | `cli` | flags and their environment variables |
+//! | `run` | the start-up order and the tasks |
+//! | `state_file` | the allocations on disk, written atomically |
+//! | `allocator` | the decisions over the node view and the allocations, under one lock |
+//! | `cni_server` | the plugin's unix socket |
+//! | `kube_node` | the CiliumNode (register, watch, status patches), the Node, the pods |
+//! | `register` | the spec the agent registers, as plain data |
+//! | `facts` | the instance's facts from the metadata service or the flags |
+//! | `routing`, `netlink_routes` | the policy routes wanted, and their netlink table |
+//! | `metrics` | `ipam_agent_*` |
+
+pub mod allocator;
+pub mod cli;
+pub mod cni_server;
+pub mod facts;
+pub mod kube_node;
+pub mod metrics;
+pub mod netlink_routes;
+pub mod register;
+pub mod routing;
+pub mod run;
+pub mod state_file;

@@ -1,0 +1,187 @@
+//! The agent's metrics (`ipam_agent_*`): CNI requests by command and result
+//! with their latency, addresses given out and freed, the handshake answers,
+//! what each restore kept and freed, status patches, and the pool's size.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CommandResult {
+    pub command: &'static str,
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Command {
+    pub command: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Reason {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Answer {
+    pub answer: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Outcome {
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Result_ {
+    pub result: &'static str,
+}
+
+fn latency_buckets() -> Histogram {
+    // 100 µs to about 1.6 s.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.0, 15))
+}
+
+pub struct AgentMetrics {
+    registry: Registry,
+    cni_requests: Family<CommandResult, Counter>,
+    cni_duration: Family<Command, Histogram, fn() -> Histogram>,
+    allocations: Counter,
+    releases: Family<Reason, Counter>,
+    answers: Family<Answer, Counter>,
+    restores: Family<Outcome, Counter>,
+    patches: Family<Result_, Counter>,
+    allocated: Gauge,
+    pool: Gauge,
+}
+
+impl Default for AgentMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AgentMetrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("ipam_agent");
+        let cni_requests = Family::<CommandResult, Counter>::default();
+        registry.register(
+            "cni_requests",
+            "CNI requests answered, by command and result (ok or the CNI error code)",
+            cni_requests.clone(),
+        );
+        let cni_duration: Family<Command, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(latency_buckets);
+        registry.register(
+            "cni_request_duration_seconds",
+            "Time from a CNI request read to its answer written, by command",
+            cni_duration.clone(),
+        );
+        let allocations = Counter::default();
+        registry.register(
+            "allocations",
+            "Addresses given to pods (a retried ADD of the same attachment not counted)",
+            allocations.clone(),
+        );
+        let releases = Family::<Reason, Counter>::default();
+        registry.register(
+            "releases",
+            "Addresses freed, by reason (del, gc, pod-gone at restore)",
+            releases.clone(),
+        );
+        let answers = Family::<Answer, Counter>::default();
+        registry.register(
+            "handshake_answers",
+            "Release handshake answers published, by answer",
+            answers.clone(),
+        );
+        let restores = Family::<Outcome, Counter>::default();
+        registry.register(
+            "restored_allocations",
+            "Saved allocations judged at start-up, by outcome (kept, freed, outside-pool)",
+            restores.clone(),
+        );
+        let patches = Family::<Result_, Counter>::default();
+        registry.register(
+            "status_patches",
+            "Merge patches of the CiliumNode's status.ipam, by result",
+            patches.clone(),
+        );
+        let allocated = Gauge::default();
+        registry.register(
+            "allocated_addresses",
+            "Addresses held by pods now",
+            allocated.clone(),
+        );
+        let pool = Gauge::default();
+        registry.register(
+            "pool_addresses",
+            "Addresses in the node's spec.ipam.pool",
+            pool.clone(),
+        );
+        Self {
+            registry,
+            cni_requests,
+            cni_duration,
+            allocations,
+            releases,
+            answers,
+            restores,
+            patches,
+            allocated,
+            pool,
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn cni_request(&self, command: &'static str, result: &'static str, took: Duration) {
+        self.cni_requests
+            .get_or_create(&CommandResult { command, result })
+            .inc();
+        self.cni_duration
+            .get_or_create(&Command { command })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn allocated(&self) {
+        self.allocations.inc();
+    }
+
+    pub fn released(&self, reason: &'static str, count: usize) {
+        self.releases
+            .get_or_create(&Reason { reason })
+            .inc_by(count as u64);
+    }
+
+    pub fn answered(&self, answer: &str) {
+        self.answers
+            .get_or_create(&Answer {
+                answer: answer.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn restored(&self, outcome: &'static str, count: usize) {
+        self.restores
+            .get_or_create(&Outcome { outcome })
+            .inc_by(count as u64);
+    }
+
+    pub fn patched(&self, result: &'static str) {
+        self.patches.get_or_create(&Result_ { result }).inc();
+    }
+
+    pub fn sizes(&self, allocated: usize, pool: usize) {
+        self.allocated
+            .set(i64::try_from(allocated).unwrap_or(i64::MAX));
+        self.pool.set(i64::try_from(pool).unwrap_or(i64::MAX));
+    }
+}

@@ -1,0 +1,161 @@
+//! The agent's start-up, in the order cilium-agent keeps: the saved
+//! allocations are read before anything else; the node is registered; the
+//! allocations are judged against the node's pool and the live pods and the
+//! routes put in step; only then is the CNI socket served and the agent
+//! ready. The CiliumNode is watched and its status published from then on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::watch;
+
+use crate::allocator::Allocator;
+use crate::cli::Cli;
+use crate::facts;
+use crate::kube_node::{publish, NodeClient};
+use crate::metrics::AgentMetrics;
+use crate::register::Registration;
+use crate::routing::{NoRoutes, RouteTable};
+use crate::state_file::StateFile;
+use crate::{cni_server, netlink_routes};
+
+async fn kube_client(cli: &Cli) -> anyhow::Result<kube::Client> {
+    let config = match &cli.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .with_context(|| format!("the kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no in-cluster configuration and no --kubeconfig")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Retry `attempt` with backoff (1 s doubling to 30 s) until it succeeds,
+/// logging each failure: the API server or the metadata service may not be
+/// reachable yet when a node boots.
+async fn until_done<T, E: std::fmt::Display, F: std::future::Future<Output = Result<T, E>>>(
+    what: &str,
+    mut attempt: impl FnMut() -> F,
+) -> T {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match attempt().await {
+            Ok(value) => return value,
+            Err(error) => {
+                tracing::warn!(%error, retry_in = ?delay, "{what}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    // 1. The saved allocations, before anything reads or serves.
+    let state = StateFile::in_dir(&cli.state_dir);
+    let saved = state.load().context(
+        "the saved allocations cannot be read; the file is left as it is \
+         (move it away to start empty, knowing its addresses may be in use)",
+    )?;
+    tracing::info!(saved = saved.len(), file = %state.path().display(), "allocations read");
+
+    let metrics = Arc::new(AgentMetrics::new());
+    let (ready_tx, ready) = watch::channel(false);
+    let listener = tokio::net::TcpListener::bind(cli.listen)
+        .await
+        .with_context(|| format!("listening on {}", cli.listen))?;
+    let endpoint_metrics = metrics.clone();
+    let endpoints = ipam_health_http::Endpoints::new(
+        ready,
+        Arc::new(move |text: &mut String| {
+            // Writing into a String cannot fail.
+            let _ = prometheus_client::encoding::text::encode_registry(
+                text,
+                endpoint_metrics.registry(),
+            );
+        }),
+    );
+    tokio::spawn(ipam_health_http::serve(listener, endpoints, std::future::pending()));
+
+    // 2. Register the node.
+    let client = kube_client(&cli).await?;
+    let nodes = NodeClient::new(client, &cli.node_name);
+    let node_facts = until_done("reading the instance's facts", || facts::gather(&cli)).await;
+    let registration = Registration {
+        facts: node_facts,
+        interfaces: cli.interfaces(),
+        watermarks: cli.watermarks(),
+    };
+    let node = until_done("registering the CiliumNode", || nodes.register(&registration)).await;
+    tracing::info!(node = %node.name, instance = %node.spec.instance_id, pool = node.spec.ipam.pool.len(), "CiliumNode registered");
+
+    // 3. Restore against the pool and the pods that still exist.
+    let live_pods = match nodes.live_pods().await {
+        Ok(pods) => Some(pods),
+        Err(error) => {
+            tracing::warn!(%error, "the pods on this node are unknown: no saved allocation is freed for want of its pod");
+            None
+        }
+    };
+    let routes: Arc<dyn RouteTable> = if cli.routing {
+        Arc::new(netlink_routes::NetlinkRoutes::new().context("opening netlink")?)
+    } else {
+        Arc::new(NoRoutes)
+    };
+    let allocator = Arc::new(
+        Allocator::new(
+            saved,
+            node,
+            state,
+            routes,
+            cli.pod_gateway,
+            metrics.clone(),
+        )
+        .pause_after_save(cli.test_pause_after_save_ms.map(Duration::from_millis)),
+    );
+    let report = allocator.restore(live_pods.as_ref()).await?;
+    for ip in &report.outside_pool {
+        tracing::warn!(%ip, "a pod holds an address that has left the pool; it is not handed out again");
+    }
+    tracing::info!(kept = report.kept, freed = ?report.freed, "allocations restored");
+
+    // 4. Follow the node, publish the status, serve the plugin.
+    tokio::spawn({
+        let nodes = nodes.clone();
+        let allocator = allocator.clone();
+        async move { nodes.watch(allocator).await }
+    });
+    tokio::spawn(publish(
+        nodes.clone(),
+        allocator.clone(),
+        metrics.clone(),
+        Duration::from_millis(cli.status_interval_ms),
+    ));
+    let socket = cni_server::bind(&cli.socket)?;
+    let serving = tokio::spawn(cni_server::serve(socket, allocator, metrics));
+    ready_tx.send_replace(true);
+    tracing::info!(socket = %cli.socket.display(), "serving the CNI plugin");
+
+    shutdown_signal().await?;
+    serving.abort();
+    // A plugin asking now gets "try again later" instead of a stale socket.
+    let _ = std::fs::remove_file(&cli.socket);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        result = tokio::signal::ctrl_c() => result.context("SIGINT handler")?,
+    }
+    Ok(())
+}

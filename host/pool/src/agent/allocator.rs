@@ -1,0 +1,255 @@
+//! Which address a pod gets, as a pure function of the node and the agent's
+//! allocations: only addresses in spec.ipam.pool that no pod uses (neither
+//! in the agent's allocations nor in status.ipam.used), that the pool does
+//! not mark as owned, and that carry no release state at all (an address in
+//! the handshake is on its way out). A retried ADD for the same attachment
+//! gets the address it already has.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ipam_ciliumnode::{AllocationIp, CiliumNode};
+
+/// What holds an address: a CNI attachment (container id and interface
+/// name, the key CNI's DEL, CHECK and GC use) and its owner as written to
+/// status.ipam.used (`namespace/pod`, or the container id for a container
+/// that is not a pod).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Holder {
+    pub container_id: String,
+    pub ifname: String,
+    pub owner: String,
+}
+
+impl Holder {
+    pub fn attachment(&self) -> (&str, &str) {
+        (&self.container_id, &self.ifname)
+    }
+}
+
+/// One address given out: who holds it and the interface it is on (the
+/// pool entry's resource, e.g. an ENI id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    pub holder: Holder,
+    pub resource: Option<String>,
+}
+
+/// Everything the agent has given out, by address.
+pub type Allocations = BTreeMap<IpAddr, Allocation>;
+
+/// What an ADD gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    /// The attachment already holds this address (a retried ADD).
+    Existing(IpAddr),
+    /// A free address and its pool entry's resource.
+    Fresh {
+        ip: IpAddr,
+        resource: Option<String>,
+    },
+    /// Nothing free: the operator has not grown the pool yet.
+    Exhausted { pool: usize, used: usize },
+}
+
+/// The address of `holder`'s attachment, if it has one.
+pub fn held_by(allocations: &Allocations, container_id: &str, ifname: &str) -> Option<IpAddr> {
+    allocations
+        .iter()
+        .find(|(_, a)| a.holder.attachment() == (container_id, ifname))
+        .map(|(ip, _)| *ip)
+}
+
+/// The pool addresses free to hand out, in pool order, with their resource.
+pub fn free_addresses<'a>(
+    node: &'a CiliumNode,
+    allocations: &'a Allocations,
+) -> impl Iterator<Item = (IpAddr, &'a AllocationIp)> + 'a {
+    let status = &node.status.ipam;
+    let used_elsewhere: BTreeSet<IpAddr> = status
+        .used
+        .keys()
+        .filter_map(|ip| ip.parse().ok())
+        .collect();
+    let in_handshake: BTreeSet<IpAddr> = status
+        .release_ips
+        .keys()
+        .filter_map(|ip| ip.parse().ok())
+        .collect();
+    node.spec
+        .ipam
+        .pool
+        .iter()
+        .filter(|(_, entry)| entry.owner.as_deref().is_none_or(str::is_empty))
+        .filter_map(|(ip, entry)| ip.parse::<IpAddr>().ok().map(|ip| (ip, entry)))
+        .filter(move |(ip, _)| {
+            !allocations.contains_key(ip)
+                && !used_elsewhere.contains(ip)
+                && !in_handshake.contains(ip)
+        })
+}
+
+/// The address for an ADD of `holder`.
+pub fn choose(node: &CiliumNode, allocations: &Allocations, holder: &Holder) -> Choice {
+    if let Some(ip) = held_by(allocations, &holder.container_id, &holder.ifname) {
+        return Choice::Existing(ip);
+    }
+    match free_addresses(node, allocations).next() {
+        Some((ip, entry)) => Choice::Fresh {
+            ip,
+            resource: entry.resource.clone(),
+        },
+        None => Choice::Exhausted {
+            pool: node.spec.ipam.pool.len(),
+            used: allocations.len(),
+        },
+    }
+}
+
+/// The addresses a CNI GC frees: those whose attachment is not in `valid`.
+pub fn collect_garbage(
+    allocations: &Allocations,
+    valid: &BTreeSet<(String, String)>,
+) -> Vec<IpAddr> {
+    allocations
+        .iter()
+        .filter(|(_, a)| {
+            !valid.contains(&(a.holder.container_id.clone(), a.holder.ifname.clone()))
+        })
+        .map(|(ip, _)| *ip)
+        .collect()
+}
+
+/// status.ipam.used as the agent publishes it: every allocation with its
+/// owner and its interface.
+pub fn used_status(allocations: &Allocations) -> BTreeMap<String, AllocationIp> {
+    allocations
+        .iter()
+        .map(|(ip, a)| {
+            (
+                ip.to_string(),
+                AllocationIp {
+                    owner: Some(a.holder.owner.clone()),
+                    resource: a.resource.clone(),
+                },
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipam_ciliumnode::ReleaseState;
+
+    fn holder(id: &str) -> Holder {
+        Holder {
+            container_id: id.into(),
+            ifname: "eth0".into(),
+            owner: format!("default/{id}"),
+        }
+    }
+
+    fn node(pool: &[(&str, Option<&str>)]) -> CiliumNode {
+        let mut node = CiliumNode::default();
+        for (ip, owner) in pool {
+            node.spec.ipam.pool.insert(
+                ip.to_string(),
+                AllocationIp {
+                    owner: owner.map(String::from),
+                    resource: Some("eni-1".into()),
+                },
+            );
+        }
+        node
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    fn allocated(ips: &[(&str, &str)]) -> Allocations {
+        ips.iter()
+            .map(|(ip_text, id)| {
+                (
+                    ip(ip_text),
+                    Allocation {
+                        holder: holder(id),
+                        resource: Some("eni-1".into()),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_free_unowned_addresses_outside_the_handshake_are_chosen() {
+        // (what makes 10.0.0.1 unavailable, expected choice for pod b)
+        let mut base = node(&[("10.0.0.1", None), ("10.0.0.2", None)]);
+        let fresh_2 = Choice::Fresh {
+            ip: ip("10.0.0.2"),
+            resource: Some("eni-1".into()),
+        };
+        let cases: Vec<(&str, CiliumNode, Allocations)> = vec![
+            ("allocated by the agent", base.clone(), allocated(&[("10.0.0.1", "a")])),
+            ("owned in the pool", node(&[("10.0.0.1", Some("x")), ("10.0.0.2", None)]), Allocations::new()),
+            {
+                let mut n = base.clone();
+                n.status.ipam.used.insert("10.0.0.1".into(), AllocationIp::default());
+                ("used in the status", n, Allocations::new())
+            },
+            {
+                let mut n = base.clone();
+                n.status
+                    .ipam
+                    .release_ips
+                    .insert("10.0.0.1".into(), ReleaseState::ReadyForRelease);
+                ("in the handshake", n, Allocations::new())
+            },
+        ];
+        for (why, n, allocations) in cases {
+            assert_eq!(choose(&n, &allocations, &holder("b")), fresh_2, "{why}");
+        }
+        base.status
+            .ipam
+            .release_ips
+            .insert("10.0.0.2".into(), ReleaseState::Released);
+        assert_eq!(
+            choose(&base, &allocated(&[("10.0.0.1", "a")]), &holder("b")),
+            Choice::Exhausted { pool: 2, used: 1 },
+            "released but still in the pool: not handed out"
+        );
+    }
+
+    #[test]
+    fn a_retried_add_gets_the_same_address_and_bad_pool_keys_are_skipped() {
+        let n = node(&[("not-an-ip", None), ("10.0.0.1", None), ("10.0.0.2", None)]);
+        let allocations = allocated(&[("10.0.0.2", "a")]);
+        assert_eq!(
+            choose(&n, &allocations, &holder("a")),
+            Choice::Existing(ip("10.0.0.2"))
+        );
+        assert_eq!(
+            choose(&n, &allocations, &holder("b")),
+            Choice::Fresh {
+                ip: ip("10.0.0.1"),
+                resource: Some("eni-1".into())
+            }
+        );
+    }
+
+    #[test]
+    fn gc_frees_attachments_not_in_the_valid_list() {
+        let allocations = allocated(&[("10.0.0.1", "a"), ("10.0.0.2", "b")]);
+        let valid = BTreeSet::from([("a".to_string(), "eth0".to_string())]);
+        assert_eq!(collect_garbage(&allocations, &valid), [ip("10.0.0.2")]);
+        assert_eq!(collect_garbage(&allocations, &BTreeSet::new()).len(), 2);
+    }
+
+    #[test]
+    fn used_status_names_owner_and_interface() {
+        let used = used_status(&allocated(&[("10.0.0.1", "a")]));
+        assert_eq!(used["10.0.0.1"].owner.as_deref(), Some("default/a"));
+        assert_eq!(used["10.0.0.1"].resource.as_deref(), Some("eni-1"));
+    }
+}

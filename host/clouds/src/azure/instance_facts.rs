@@ -284,3 +284,241 @@ fn interface_facts(
         subnets,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCALE_SET_VM: &str = include_str!("../../tests/fixtures/azure_scale_set_vm.json");
+    const STANDALONE_VM: &str = include_str!("../../tests/fixtures/azure_standalone_vm.json");
+
+    fn edited(json: &str, edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+        let mut document: serde_json::Value = serde_json::from_str(json).unwrap();
+        edit(&mut document);
+        serde_json::to_vec(&document).unwrap()
+    }
+
+    #[test]
+    fn a_scale_set_vm_is_read() {
+        let facts = AzureInstanceFacts::from_json(SCALE_SET_VM.as_bytes()).unwrap();
+        assert_eq!(
+            facts,
+            AzureInstanceFacts {
+                instance_id: "/subscriptions/8d10da13-8125-4ba9-a717-bf7490507b3d/resourcegroups/mc_rg-aks_aks-prod_westeurope/providers/microsoft.compute/virtualmachinescalesets/aks-nodepool1-10706209-vmss/virtualmachines/3".into(),
+                vm: AzureVmId::ScaleSetVm {
+                    subscription: "8d10da13-8125-4ba9-a717-bf7490507b3d".into(),
+                    resource_group: "MC_rg-aks_aks-prod_westeurope".into(),
+                    scale_set: "aks-nodepool1-10706209-vmss".into(),
+                    instance: "3".into(),
+                },
+                vm_size: "Standard_D4s_v3".into(),
+                location: "westeurope".into(),
+                zone: Some("2".into()),
+                vm_scale_set_name: Some("aks-nodepool1-10706209-vmss".into()),
+                subscription_id: "8d10da13-8125-4ba9-a717-bf7490507b3d".into(),
+                resource_group_name: "MC_rg-aks_aks-prod_westeurope".into(),
+                primary_interface: AzureInterface {
+                    mac: MacAddress::new([0x00, 0x0d, 0x3a, 0x1b, 0x2c, 0x3d]),
+                    private_ips: vec![Ipv4Addr::new(10, 224, 0, 5), Ipv4Addr::new(10, 224, 0, 36)],
+                    subnets: vec!["10.224.0.0/16".parse().unwrap()],
+                },
+                other_interfaces: vec![AzureInterface {
+                    mac: MacAddress::new([0x00, 0x0d, 0x3a, 0xf0, 0xe1, 0xd2]),
+                    private_ips: vec![Ipv4Addr::new(10, 225, 1, 4)],
+                    subnets: vec!["10.225.1.0/24".parse().unwrap()],
+                }],
+            }
+        );
+        assert_eq!(facts.primary_interface.mac.to_string(), "00:0d:3a:1b:2c:3d");
+    }
+
+    #[test]
+    fn a_standalone_vm_outside_zones_and_scale_sets_is_read() {
+        let facts = AzureInstanceFacts::from_json(STANDALONE_VM.as_bytes()).unwrap();
+        assert_eq!(
+            facts.instance_id,
+            "/subscriptions/8d10da13-8125-4ba9-a717-bf7490507b3d/resourcegroups/prod-rg/providers/microsoft.compute/virtualmachines/worker-1"
+        );
+        assert_eq!(facts.zone, None, "an empty zone is no zone");
+        assert_eq!(facts.vm_scale_set_name, None);
+        assert_eq!(
+            (facts.vm_size.as_str(), facts.location.as_str()),
+            ("Standard_B2s", "eastus")
+        );
+        assert_eq!(facts.primary_interface.mac.to_string(), "60:45:bd:8a:0b:1c");
+        assert_eq!(
+            facts.primary_interface.private_ips,
+            vec![Ipv4Addr::new(10, 1, 0, 4)]
+        );
+        assert!(facts.other_interfaces.is_empty());
+    }
+
+    #[test]
+    fn a_flexible_scale_set_vm_has_a_standalone_id_and_a_scale_set_name() {
+        // Flexible orchestration: the VM is a plain VM named <vmss>_<guid>.
+        let body = edited(STANDALONE_VM, |d| {
+            d["compute"]["resourceId"] = "/subscriptions/8d10da13-8125-4ba9-a717-bf7490507b3d/resourceGroups/Prod-RG/providers/Microsoft.Compute/virtualMachines/flex_6f4b3b60".into();
+            d["compute"]["vmScaleSetName"] = "flex".into();
+        });
+        let facts = AzureInstanceFacts::from_json(&body).unwrap();
+        assert!(facts
+            .instance_id
+            .ends_with("/virtualmachines/flex_6f4b3b60"));
+        assert_eq!(facts.vm_scale_set_name.as_deref(), Some("flex"));
+    }
+
+    #[test]
+    fn each_bad_document_names_what_is_wrong() {
+        type Edit = fn(&mut serde_json::Value);
+        let missing_cases: &[(&str, Edit)] = &[
+            ("compute", |d| {
+                drop(d.as_object_mut().unwrap().remove("compute"))
+            }),
+            ("compute.resourceId", |d| {
+                drop(d["compute"].as_object_mut().unwrap().remove("resourceId"))
+            }),
+            ("compute.vmSize", |d| {
+                drop(d["compute"].as_object_mut().unwrap().remove("vmSize"))
+            }),
+            ("compute.location", |d| {
+                drop(d["compute"].as_object_mut().unwrap().remove("location"))
+            }),
+            ("compute.subscriptionId", |d| {
+                drop(
+                    d["compute"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("subscriptionId"),
+                )
+            }),
+            ("compute.resourceGroupName", |d| {
+                drop(
+                    d["compute"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("resourceGroupName"),
+                )
+            }),
+            ("network", |d| {
+                drop(d.as_object_mut().unwrap().remove("network"))
+            }),
+            ("network.interface", |d| {
+                drop(d["network"].as_object_mut().unwrap().remove("interface"))
+            }),
+            ("network.interface[1].macAddress", |d| {
+                drop(
+                    d["network"]["interface"][1]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("macAddress"),
+                )
+            }),
+            ("network.interface[0].ipv4", |d| {
+                drop(
+                    d["network"]["interface"][0]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("ipv4"),
+                )
+            }),
+            (
+                "network.interface[0].ipv4.ipAddress[1].privateIpAddress",
+                |d| {
+                    drop(
+                        d["network"]["interface"][0]["ipv4"]["ipAddress"][1]
+                            .as_object_mut()
+                            .unwrap()
+                            .remove("privateIpAddress"),
+                    )
+                },
+            ),
+            ("network.interface[0].ipv4.subnet[0].prefix", |d| {
+                drop(
+                    d["network"]["interface"][0]["ipv4"]["subnet"][0]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("prefix"),
+                )
+            }),
+        ];
+        for (field, edit) in missing_cases {
+            assert_eq!(
+                AzureInstanceFacts::from_json(&edited(SCALE_SET_VM, edit)),
+                Err(AzureInstanceFactsError::Missing {
+                    field: field.to_string()
+                }),
+            );
+        }
+        let invalid_cases: &[(&str, Edit)] = &[
+            ("compute.vmSize", |d| d["compute"]["vmSize"] = " ".into()),
+            ("compute.resourceId", |d| {
+                d["compute"]["resourceId"] = "/subscriptions/8d10da13-8125-4ba9-a717-bf7490507b3d/resourceGroups/MC_rg-aks_aks-prod_westeurope/providers/Microsoft.Network/networkInterfaces/nic".into()
+            }),
+            // The id must agree with the rest of `compute`.
+            ("compute.resourceId", |d| {
+                d["compute"]["subscriptionId"] = "00000000-0000-0000-0000-000000000000".into()
+            }),
+            ("compute.resourceId", |d| {
+                d["compute"]["resourceGroupName"] = "other-rg".into()
+            }),
+            ("compute.resourceId", |d| {
+                d["compute"]["vmScaleSetName"] = "other-vmss".into()
+            }),
+            ("compute.resourceId", |d| {
+                d["compute"]["vmScaleSetName"] = "".into()
+            }),
+            ("network.interface", |d| {
+                d["network"]["interface"] = serde_json::json!([])
+            }),
+            ("network.interface[0].macAddress", |d| {
+                d["network"]["interface"][0]["macAddress"] = "00-0D-3A-1B-2C-3D".into()
+            }),
+            ("network.interface[1].macAddress", |d| {
+                d["network"]["interface"][1]["macAddress"] = "".into()
+            }),
+            (
+                "network.interface[0].ipv4.ipAddress[0].privateIpAddress",
+                |d| {
+                    d["network"]["interface"][0]["ipv4"]["ipAddress"][0]["privateIpAddress"] =
+                        "10.224.0".into()
+                },
+            ),
+            ("network.interface[1].ipv4.subnet[0].address", |d| {
+                d["network"]["interface"][1]["ipv4"]["subnet"][0]["address"] = "fd00::".into()
+            }),
+            ("network.interface[0].ipv4.subnet[0].prefix", |d| {
+                d["network"]["interface"][0]["ipv4"]["subnet"][0]["prefix"] = "33".into()
+            }),
+            ("network.interface[0].ipv4.subnet[0].prefix", |d| {
+                d["network"]["interface"][0]["ipv4"]["subnet"][0]["prefix"] = "/16".into()
+            }),
+        ];
+        for (field, edit) in invalid_cases {
+            match AzureInstanceFacts::from_json(&edited(SCALE_SET_VM, edit)) {
+                Err(AzureInstanceFactsError::Invalid { field: named, .. }) => {
+                    assert_eq!(named, *field)
+                }
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_answer_that_is_not_the_document_is_refused() {
+        for body in [
+            &b"<html>Bad Request</html>"[..],
+            b"",
+            b"[]",
+            br#"{"compute": {"vmSize": 4}}"#,
+        ] {
+            assert!(
+                matches!(
+                    AzureInstanceFacts::from_json(body),
+                    Err(AzureInstanceFactsError::Document(_))
+                ),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+}

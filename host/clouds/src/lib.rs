@@ -4,9 +4,22 @@
 //! string). How a cloud throttles is not here: each provider declares its
 //! cloud's rate model (WIT 0.2.0). Providers stay the only code that speaks
 //! a cloud's API; this is what the host needs around them. The node agent
-//! uses the metadata clients too, so nothing here links wasmtime.
+//! uses the metadata clients too, so nothing here links wasmtime (nor kube).
+//!
+//! Instance facts: the node agent reads its instance's id, type, zone,
+//! network and primary MAC from the cloud's metadata service
+//! ([`aws::instance_facts::read`] over IMDSv2,
+//! [`azure::AzureImds::instance_facts`] from Azure IMDS), each checked into
+//! its cloud's typed facts, and converts either into the cloud-neutral
+//! [`InstanceFacts`] to register its CiliumNode with.
 
 pub mod aws;
+pub mod azure;
+pub mod instance_facts;
+pub mod mac;
+
+pub use instance_facts::InstanceFacts;
+pub use mac::MacAddress;
 
 /// The cloud a provider talks to, as far as the host needs to know it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

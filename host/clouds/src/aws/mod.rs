@@ -1,6 +1,8 @@
 //! What the host knows of AWS: its credential chain, the instance metadata
-//! service, the AWS provider's default egress, and EC2's rate model.
+//! service and the instance facts read through it, and the AWS provider's
+//! default egress.
 
 pub mod credentials;
 pub mod egress;
 pub mod imds;
+pub mod instance_facts;

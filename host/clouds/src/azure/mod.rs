@@ -1,0 +1,10 @@
+//! What the host knows of Azure: the instance metadata service and the VM
+//! facts the node agent registers its CiliumNode with.
+
+pub mod imds;
+pub mod instance_facts;
+pub mod vm_id;
+
+pub use imds::{AzureImds, AzureImdsError};
+pub use instance_facts::{AzureInstanceFacts, AzureInstanceFactsError, AzureInterface};
+pub use vm_id::{AzureVmId, AzureVmIdError};

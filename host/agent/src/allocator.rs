@@ -384,3 +384,179 @@ pub fn status_patch(node: &CiliumNode, allocations: &Allocations) -> Option<Valu
     }
     Some(json!({ "status": { "ipam": ipam } }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routing::{PodRoute, RouteError};
+    use async_trait::async_trait;
+    use ipam_ciliumnode::{EniInterface, EniSubnet};
+
+    /// Records what the allocator asked of the routes.
+    #[derive(Default)]
+    struct Recorded {
+        installed: std::sync::Mutex<Vec<PodRoute>>,
+        reconciled: std::sync::Mutex<Vec<Vec<PodRoute>>>,
+    }
+
+    #[async_trait]
+    impl RouteTable for Recorded {
+        async fn install(&self, route: &PodRoute) -> Result<(), RouteError> {
+            self.installed.lock().unwrap().push(route.clone());
+            Ok(())
+        }
+        async fn reconcile(&self, wanted: &[PodRoute]) -> Result<(), RouteError> {
+            self.reconciled.lock().unwrap().push(wanted.to_vec());
+            Ok(())
+        }
+    }
+
+    /// A node whose pool holds `ips` on eni-1 (device 1, 10.0.1.0/24).
+    fn node(ips: &[&str]) -> CiliumNode {
+        let mut node = CiliumNode {
+            name: "n1".into(),
+            ..Default::default()
+        };
+        for ip in ips {
+            node.spec.ipam.pool.insert(
+                ip.to_string(),
+                AllocationIp {
+                    owner: None,
+                    resource: Some("eni-1".into()),
+                },
+            );
+        }
+        node.status.eni.enis.insert(
+            "eni-1".into(),
+            EniInterface {
+                id: "eni-1".into(),
+                mac: "02:00:00:00:00:01".into(),
+                number: 1,
+                subnet: EniSubnet {
+                    id: "subnet-1".into(),
+                    cidr: "10.0.1.0/24".into(),
+                },
+                ..Default::default()
+            },
+        );
+        node
+    }
+
+    fn holder(id: &str) -> Holder {
+        Holder {
+            container_id: id.into(),
+            ifname: "eth0".into(),
+            owner: format!("default/{id}"),
+        }
+    }
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        state: StateFile,
+        routes: Arc<Recorded>,
+        allocator: Allocator,
+    }
+
+    fn fixture(ips: &[&str], saved: Allocations) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateFile::in_dir(dir.path());
+        let routes = Arc::new(Recorded::default());
+        let allocator = Allocator::new(
+            saved,
+            node(ips),
+            state.clone(),
+            routes.clone(),
+            PodGateway::Subnet,
+            Arc::new(AgentMetrics::new()),
+        );
+        Fixture {
+            _dir: dir,
+            state,
+            routes,
+            allocator,
+        }
+    }
+
+    #[tokio::test]
+    async fn adds_are_saved_routed_and_idempotent_and_the_pool_runs_out() {
+        let f = fixture(&["10.0.1.5", "10.0.1.6"], Allocations::new());
+        let a = f.allocator.add(holder("a")).await.unwrap();
+        assert_eq!(a.gateway, Some("10.0.1.1".parse().unwrap()));
+        assert!(f.state.load().unwrap().contains_key(&a.ip), "saved before the answer");
+        assert_eq!(f.routes.installed.lock().unwrap()[0].interface_number, 1);
+        let again = f.allocator.add(holder("a")).await.unwrap();
+        assert_eq!(again.ip, a.ip, "a retried ADD gets the same address");
+        let b = f.allocator.add(holder("b")).await.unwrap();
+        assert_ne!(a.ip, b.ip);
+        let error = f.allocator.add(holder("c")).await.unwrap_err();
+        assert_eq!(error.cni_code(), 11, "{error}");
+        assert_eq!(f.state.load().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn del_is_idempotent_check_knows_and_gc_frees_the_unlisted() {
+        let f = fixture(&["10.0.1.5", "10.0.1.6"], Allocations::new());
+        let a = f.allocator.add(holder("a")).await.unwrap();
+        f.allocator.add(holder("b")).await.unwrap();
+        assert_eq!(f.allocator.check("a", "eth0").await.unwrap().ip, a.ip);
+        f.allocator.del("a", "eth0").await.unwrap();
+        f.allocator.del("a", "eth0").await.unwrap();
+        assert_eq!(f.allocator.check("a", "eth0").await.unwrap_err().cni_code(), 3);
+        assert_eq!(
+            f.routes.reconciled.lock().unwrap().last().unwrap().len(),
+            1,
+            "the routes of b stay"
+        );
+        let freed = f.allocator.gc(&BTreeSet::new()).await.unwrap();
+        assert_eq!(freed, 1);
+        assert!(f.state.load().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_status_patch_publishes_allocations_and_answers_only() {
+        let f = fixture(&["10.0.1.5", "10.0.1.6"], Allocations::new());
+        let mut node = node(&["10.0.1.5", "10.0.1.6"]);
+        node.status
+            .ipam
+            .used
+            .insert("10.0.1.9".into(), AllocationIp::default());
+        node.status
+            .ipam
+            .release_ips
+            .insert("10.0.1.6".into(), ReleaseState::MarkedForRelease);
+        f.allocator.node_changed(node).await;
+        let a = f.allocator.add(holder("a")).await.unwrap();
+        assert_eq!(a.ip.to_string(), "10.0.1.5", "10.0.1.6 is in the handshake");
+        let patch = f.allocator.status_patch().await.unwrap();
+        assert_eq!(
+            patch,
+            json!({"status": {"ipam": {
+                "used": {"10.0.1.5": {"owner": "default/a", "resource": "eni-1"}, "10.0.1.9": null},
+                "release-ips": {"10.0.1.6": "ready-for-release"},
+            }}})
+        );
+        f.allocator.patched(&patch).await;
+        assert_eq!(f.allocator.status_patch().await, None, "in step after the patch");
+    }
+
+    #[tokio::test]
+    async fn a_restore_keeps_live_pods_and_frees_gone_ones() {
+        let mut saved = Allocations::new();
+        for (ip, id) in [("10.0.1.5", "a"), ("10.0.1.6", "b")] {
+            saved.insert(
+                ip.parse().unwrap(),
+                Allocation {
+                    holder: holder(id),
+                    resource: Some("eni-1".into()),
+                },
+            );
+        }
+        let f = fixture(&["10.0.1.5", "10.0.1.6"], saved);
+        let live = BTreeSet::from(["default/a".to_string()]);
+        let report = f.allocator.restore(Some(&live)).await.unwrap();
+        assert_eq!(report.kept, 1);
+        assert_eq!(report.freed, ["10.0.1.6".parse::<IpAddr>().unwrap()]);
+        assert_eq!(f.state.load().unwrap().len(), 1, "saved");
+        assert_eq!(f.routes.reconciled.lock().unwrap()[0].len(), 1);
+    }
+}

@@ -13,7 +13,7 @@ use ipam_ciliumnode::kube::{api_resource, from_object, ObjectError};
 use ipam_ciliumnode::CiliumNode;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::{json, Value};
 
 use crate::allocator::Allocator;

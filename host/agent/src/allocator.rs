@@ -402,7 +402,7 @@ mod tests {
     #[async_trait]
     impl RouteTable for Recorded {
         async fn install(&self, route: &PodRoute) -> Result<(), RouteError> {
-            self.installed.lock().unwrap().push(route.clone());
+            self.installed.lock().unwrap().push(*route);
             Ok(())
         }
         async fn reconcile(&self, wanted: &[PodRoute]) -> Result<(), RouteError> {

@@ -26,7 +26,7 @@ pub mod cni_server;
 pub mod facts;
 pub mod kube_node;
 pub mod metrics;
-
+pub mod netlink_routes;
 pub mod register;
 pub mod routing;
 pub mod run;

@@ -3,22 +3,13 @@
 //! says its address lives), and the table that installs them. The netlink
 //! implementation is `ipam-node-routes`'; `--routing=false` uses none.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use async_trait::async_trait;
 use ipam_ciliumnode::CiliumNode;
 use ipam_pool::agent::allocator::{Allocation, Allocations};
+use ipam_node_routes::{Mac, PodRoute};
 use ipam_pool::agent::placement::placement;
-
-/// One pod address's routes: rules at priorities 20 and 111 and the table
-/// `10 + interface_number` through `gateway` over the interface with `mac`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodRoute {
-    pub address: Ipv4Addr,
-    pub mac: String,
-    pub interface_number: u32,
-    pub gateway: Ipv4Addr,
-}
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -47,9 +38,13 @@ pub fn wanted_route(node: &CiliumNode, ip: IpAddr, allocation: &Allocation) -> O
     let Some(IpAddr::V4(gateway)) = placed.gateway else {
         return None;
     };
+    let Ok(interface_mac) = placed.mac.parse::<Mac>() else {
+        tracing::warn!(%ip, mac = %placed.mac, "the interface's MAC in the CiliumNode is malformed: no routes");
+        return None;
+    };
     Some(PodRoute {
         address,
-        mac: placed.mac,
+        interface_mac,
         interface_number: placed.interface_number,
         gateway,
     })

@@ -18,7 +18,7 @@ use crate::metrics::AgentMetrics;
 use crate::register::Registration;
 use crate::routing::{NoRoutes, RouteTable};
 use crate::state_file::StateFile;
-use crate::cni_server;
+use crate::{cni_server, netlink_routes};
 
 async fn kube_client(cli: &Cli) -> anyhow::Result<kube::Client> {
     let config = match &cli.kubeconfig {
@@ -104,7 +104,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     };
     let routes: Arc<dyn RouteTable> = if cli.routing {
-        Arc::new(NoRoutes)
+        Arc::new(netlink_routes::NetlinkRoutes::new().context("opening netlink")?)
     } else {
         Arc::new(NoRoutes)
     };

@@ -50,7 +50,10 @@ mod tests {
     #[test]
     fn parses_colon_separated_hex_and_refuses_anything_else() {
         let cases: [(&str, Option<[u8; 6]>); 9] = [
-            ("02:1a:2b:3c:4d:5e", Some([0x02, 0x1a, 0x2b, 0x3c, 0x4d, 0x5e])),
+            (
+                "02:1a:2b:3c:4d:5e",
+                Some([0x02, 0x1a, 0x2b, 0x3c, 0x4d, 0x5e]),
+            ),
             ("0A:FF:00:00:00:01", Some([0x0a, 0xff, 0, 0, 0, 1])),
             ("02:1a:2b:3c:4d", None),
             ("02:1a:2b:3c:4d:5e:6f", None),

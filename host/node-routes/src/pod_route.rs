@@ -119,11 +119,6 @@ impl PodRule {
             Direction::FromPod => FROM_POD_PRIORITY,
         }
     }
-
-    /// Same address, same direction: the rules that would clash with this one.
-    pub(crate) fn selects_like(&self, other: &PodRule) -> bool {
-        self.direction == other.direction && self.address == other.address
-    }
 }
 
 impl fmt::Display for PodRule {
@@ -207,7 +202,10 @@ mod tests {
         };
         let [to, from] = route.rules().unwrap();
         assert_eq!(to.to_string(), "priority 20 to 192.168.1.10/32 lookup 254");
-        assert_eq!(from.to_string(), "priority 111 from 192.168.1.10/32 lookup 11");
+        assert_eq!(
+            from.to_string(),
+            "priority 111 from 192.168.1.10/32 lookup 11"
+        );
         assert_eq!(
             route.table_routes().unwrap(),
             TableRoutes {

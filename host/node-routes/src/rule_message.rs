@@ -68,7 +68,9 @@ impl ObservedRule {
             (TO_POD_PRIORITY, None, Some((IpAddr::V4(address), 32))) if table == MAIN_TABLE => {
                 Some(PodRule::to_pod(address))
             }
-            (FROM_POD_PRIORITY, Some((IpAddr::V4(address), 32)), None) if !is_reserved_table(table) => {
+            (FROM_POD_PRIORITY, Some((IpAddr::V4(address), 32)), None)
+                if !is_reserved_table(table) =>
+            {
                 Some(PodRule::from_pod(address, table))
             }
             _ => None,
@@ -81,12 +83,16 @@ pub fn pod_rule_message(rule: &PodRule) -> RuleMessage {
     let mut message = RuleMessage::default();
     message.header.family = AddressFamily::Inet;
     message.header.action = RuleAction::ToTable;
-    message.attributes.push(RuleAttribute::Priority(rule.priority()));
+    message
+        .attributes
+        .push(RuleAttribute::Priority(rule.priority()));
     let selected = IpAddr::V4(rule.address);
     match rule.direction {
         Direction::ToPod => {
             message.header.dst_len = 32;
-            message.attributes.push(RuleAttribute::Destination(selected));
+            message
+                .attributes
+                .push(RuleAttribute::Destination(selected));
         }
         Direction::FromPod => {
             message.header.src_len = 32;
@@ -127,14 +133,62 @@ mod tests {
         let base = ObservedRule::from_message(&pod_rule_message(&PodRule::from_pod(pod_ip(), 11)));
         let v4 = |a, b, c, d| IpAddr::V4(Ipv4Addr::new(a, b, c, d));
         let cases: Vec<(&str, ObservedRule)> = vec![
-            ("another priority", ObservedRule { priority: 112, ..base.clone() }),
-            ("a /24 source", ObservedRule { source: Some((v4(192, 168, 1, 0), 24)), ..base.clone() }),
-            ("an IPv6 source", ObservedRule { source: Some(("fd00::1".parse().unwrap(), 32)), ..base.clone() }),
-            ("a destination too", ObservedRule { destination: Some((v4(10, 0, 0, 1), 32)), ..base.clone() }),
-            ("the main table", ObservedRule { table: Some(MAIN_TABLE), ..base.clone() }),
-            ("the local table", ObservedRule { table: Some(255), ..base.clone() }),
-            ("not a lookup", ObservedRule { table: None, ..base.clone() }),
-            ("an interface selector", ObservedRule { has_other_terms: true, ..base.clone() }),
+            (
+                "another priority",
+                ObservedRule {
+                    priority: 112,
+                    ..base.clone()
+                },
+            ),
+            (
+                "a /24 source",
+                ObservedRule {
+                    source: Some((v4(192, 168, 1, 0), 24)),
+                    ..base.clone()
+                },
+            ),
+            (
+                "an IPv6 source",
+                ObservedRule {
+                    source: Some(("fd00::1".parse().unwrap(), 32)),
+                    ..base.clone()
+                },
+            ),
+            (
+                "a destination too",
+                ObservedRule {
+                    destination: Some((v4(10, 0, 0, 1), 32)),
+                    ..base.clone()
+                },
+            ),
+            (
+                "the main table",
+                ObservedRule {
+                    table: Some(MAIN_TABLE),
+                    ..base.clone()
+                },
+            ),
+            (
+                "the local table",
+                ObservedRule {
+                    table: Some(255),
+                    ..base.clone()
+                },
+            ),
+            (
+                "not a lookup",
+                ObservedRule {
+                    table: None,
+                    ..base.clone()
+                },
+            ),
+            (
+                "an interface selector",
+                ObservedRule {
+                    has_other_terms: true,
+                    ..base.clone()
+                },
+            ),
             (
                 "priority 20 to another table",
                 ObservedRule {
@@ -184,7 +238,9 @@ mod tests {
         let mut message = pod_rule_message(&PodRule::from_pod(pod_ip(), 300));
         message.header.table = 252;
         assert_eq!(ObservedRule::from_message(&message).table, Some(300));
-        message.attributes.retain(|a| !matches!(a, RuleAttribute::Table(_)));
+        message
+            .attributes
+            .retain(|a| !matches!(a, RuleAttribute::Table(_)));
         assert_eq!(ObservedRule::from_message(&message).table, Some(252));
     }
 }

@@ -64,7 +64,11 @@ pub struct Route {
 /// What the agent gave an attachment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Allocation {
-    /// The pod's address as a host prefix (/32 or /128).
+    /// The pod's address with the prefix length the main plugin configures
+    /// on the interface: a host prefix (/32, /128) by design, but `ptp` of
+    /// containernetworking-plugins 1.1.1 fails on a /32 (it deletes the
+    /// subnet route a /32 never gets); with it, use a prefix that holds the
+    /// gateway. The plugin passes the address on unchanged.
     pub address: IpNet,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<IpAddr>,

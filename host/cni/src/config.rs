@@ -10,7 +10,7 @@
 use crate::env::Command;
 use crate::names::{ContainerId, IfName};
 use crate::protocol::Attachment;
-use crate::result::{CniError, code};
+use crate::result::{code, CniError};
 use crate::version::CniVersion;
 use ipnet::IpNet;
 use serde::Deserialize;
@@ -35,11 +35,17 @@ pub enum ConfigError {
     #[error("cniVersion {0:?} is not supported; this plugin speaks 1.0.0 and 1.1.0")]
     UnsupportedVersion(String),
     #[error("{command} needs cniVersion 1.1.0 or later, the configuration says {version}")]
-    CommandTooNew { command: Command, version: CniVersion },
+    CommandTooNew {
+        command: Command,
+        version: CniVersion,
+    },
     #[error("the network configuration has no ipam section")]
     NoIpam,
     #[error("{field} cannot be decoded: {source}")]
-    Field { field: &'static str, source: serde_json::Error },
+    Field {
+        field: &'static str,
+        source: serde_json::Error,
+    },
     #[error("ipam.socket {0:?} is not an absolute path")]
     RelativeSocket(PathBuf),
     #[error("ipam.timeoutSeconds {0} is not between 1 and {max}", max = MAX_TIMEOUT.as_secs())]
@@ -53,9 +59,10 @@ pub enum ConfigError {
 impl ConfigError {
     pub fn cni_error(&self) -> CniError {
         let (code, msg) = match self {
-            ConfigError::NotJson(_) | ConfigError::Field { .. } => {
-                (code::DECODE_FAILURE, "cannot decode the network configuration")
-            }
+            ConfigError::NotJson(_) | ConfigError::Field { .. } => (
+                code::DECODE_FAILURE,
+                "cannot decode the network configuration",
+            ),
             ConfigError::UnsupportedVersion(_) | ConfigError::CommandTooNew { .. } => {
                 (code::INCOMPATIBLE_VERSION, "incompatible CNI version")
             }
@@ -64,7 +71,10 @@ impl ConfigError {
             | ConfigError::RelativeSocket(_)
             | ConfigError::Timeout(_)
             | ConfigError::NoPrevResult
-            | ConfigError::NoValidAttachments => (code::INVALID_NETWORK_CONFIG, "invalid network configuration"),
+            | ConfigError::NoValidAttachments => (
+                code::INVALID_NETWORK_CONFIG,
+                "invalid network configuration",
+            ),
         };
         CniError::new(code, msg, self.to_string())
     }
@@ -124,18 +134,26 @@ pub fn peek_version(stdin: &[u8]) -> Option<CniVersion> {
 
 /// Parses the configuration for `command` (not VERSION, which reads none).
 pub fn parse(stdin: &[u8], command: Command) -> Result<NetworkConfig, ConfigError> {
-    let mut top: Map<String, Value> = serde_json::from_slice(stdin).map_err(ConfigError::NotJson)?;
-    let version_text = top.get("cniVersion").and_then(Value::as_str).ok_or(ConfigError::NoVersion)?;
-    let cni_version =
-        CniVersion::parse(version_text).ok_or_else(|| ConfigError::UnsupportedVersion(version_text.to_owned()))?;
+    let mut top: Map<String, Value> =
+        serde_json::from_slice(stdin).map_err(ConfigError::NotJson)?;
+    let version_text = top
+        .get("cniVersion")
+        .and_then(Value::as_str)
+        .ok_or(ConfigError::NoVersion)?;
+    let cni_version = CniVersion::parse(version_text)
+        .ok_or_else(|| ConfigError::UnsupportedVersion(version_text.to_owned()))?;
     if matches!(command, Command::Status | Command::Gc) && cni_version < CniVersion::V1_1_0 {
-        return Err(ConfigError::CommandTooNew { command, version: cni_version });
+        return Err(ConfigError::CommandTooNew {
+            command,
+            version: cni_version,
+        });
     }
     let raw_ipam: RawIpam = field(&mut top, "ipam")?.ok_or(ConfigError::NoIpam)?;
     let ipam = ipam_config(raw_ipam)?;
     let prev_result_ips = match command {
         Command::Check => {
-            let prev: RawPrevResult = field(&mut top, "prevResult")?.ok_or(ConfigError::NoPrevResult)?;
+            let prev: RawPrevResult =
+                field(&mut top, "prevResult")?.ok_or(ConfigError::NoPrevResult)?;
             Some(prev.ips.into_iter().map(|ip| ip.address).collect())
         }
         _ => None,
@@ -148,18 +166,40 @@ pub fn parse(stdin: &[u8], command: Command) -> Result<NetworkConfig, ConfigErro
                 return Err(ConfigError::NoValidAttachments);
             }
             let attachments = list.unwrap_or_default().into_iter();
-            Some(attachments.map(|a| Attachment { container_id: a.container_id, ifname: a.ifname }).collect())
+            Some(
+                attachments
+                    .map(|a| Attachment {
+                        container_id: a.container_id,
+                        ifname: a.ifname,
+                    })
+                    .collect(),
+            )
         }
         _ => None,
     };
-    Ok(NetworkConfig { cni_version, ipam, prev_result_ips, valid_attachments })
+    Ok(NetworkConfig {
+        cni_version,
+        ipam,
+        prev_result_ips,
+        valid_attachments,
+    })
 }
 
 /// Decodes one top-level field; absent and `null` are `None`.
-fn field<T: for<'de> Deserialize<'de>>(top: &mut Map<String, Value>, name: &'static str) -> Result<Option<T>, ConfigError> {
+fn field<T: for<'de> Deserialize<'de>>(
+    top: &mut Map<String, Value>,
+    name: &'static str,
+) -> Result<Option<T>, ConfigError> {
     match top.remove(name) {
         None | Some(Value::Null) => Ok(None),
-        Some(value) => serde_json::from_value(value).map(Some).map_err(|source| ConfigError::Field { field: name, source }),
+        Some(value) => {
+            serde_json::from_value(value)
+                .map(Some)
+                .map_err(|source| ConfigError::Field {
+                    field: name,
+                    source,
+                })
+        }
     }
 }
 
@@ -207,7 +247,10 @@ mod tests {
             got,
             NetworkConfig {
                 cni_version: CniVersion::V1_1_0,
-                ipam: IpamConfig { socket: DEFAULT_SOCKET.into(), timeout: DEFAULT_TIMEOUT },
+                ipam: IpamConfig {
+                    socket: DEFAULT_SOCKET.into(),
+                    timeout: DEFAULT_TIMEOUT
+                },
                 prev_result_ips: None,
                 valid_attachments: None,
             }
@@ -217,11 +260,19 @@ mod tests {
     #[test]
     fn ipam_section() {
         let got = parse(
-            &config(json!({"ipam": {"type": "ipam-cni", "socket": "/tmp/a.sock", "timeoutSeconds": 3}})),
+            &config(
+                json!({"ipam": {"type": "ipam-cni", "socket": "/tmp/a.sock", "timeoutSeconds": 3}}),
+            ),
             Command::Del,
         )
         .unwrap();
-        assert_eq!(got.ipam, IpamConfig { socket: "/tmp/a.sock".into(), timeout: Duration::from_secs(3) });
+        assert_eq!(
+            got.ipam,
+            IpamConfig {
+                socket: "/tmp/a.sock".into(),
+                timeout: Duration::from_secs(3)
+            }
+        );
     }
 
     #[test]
@@ -235,28 +286,67 @@ mod tests {
             (config(json!({"cniVersion": "0.4.0"})), Command::Add, 1),
             (config(json!({"cniVersion": "1.2.0"})), Command::Del, 1),
             // a broken ipam section under an unsupported version is a version error
-            (config(json!({"cniVersion": "0.3.1", "ipam": 5})), Command::Add, 1),
+            (
+                config(json!({"cniVersion": "0.3.1", "ipam": 5})),
+                Command::Add,
+                1,
+            ),
             (config(json!({"cniVersion": "1.0.0"})), Command::Status, 1),
-            (config(json!({"cniVersion": "1.0.0", "cni.dev/valid-attachments": []})), Command::Gc, 1),
+            (
+                config(json!({"cniVersion": "1.0.0", "cni.dev/valid-attachments": []})),
+                Command::Gc,
+                1,
+            ),
             (config(json!({"ipam": null})), Command::Add, 7),
             (config(json!({"ipam": "ipam-cni"})), Command::Add, 6),
             (config(json!({"ipam": {"socket": 7}})), Command::Add, 6),
-            (config(json!({"ipam": {"socket": "agent.sock"}})), Command::Add, 7),
-            (config(json!({"ipam": {"timeoutSeconds": 0}})), Command::Add, 7),
-            (config(json!({"ipam": {"timeoutSeconds": 301}})), Command::Add, 7),
-            (config(json!({"ipam": {"timeoutSeconds": -1}})), Command::Add, 6),
-            (config(json!({})), Command::Check, 7),
-            (config(json!({"prevResult": {"ips": [{"address": "10.0.1.5"}]}})), Command::Check, 6),
-            (config(json!({})), Command::Gc, 7),
-            (config(json!({"cni.dev/valid-attachments": [{"containerID": "c1"}]})), Command::Gc, 6),
             (
-                config(json!({"cni.dev/valid-attachments": [{"containerID": "-c1", "ifname": "eth0"}]})),
+                config(json!({"ipam": {"socket": "agent.sock"}})),
+                Command::Add,
+                7,
+            ),
+            (
+                config(json!({"ipam": {"timeoutSeconds": 0}})),
+                Command::Add,
+                7,
+            ),
+            (
+                config(json!({"ipam": {"timeoutSeconds": 301}})),
+                Command::Add,
+                7,
+            ),
+            (
+                config(json!({"ipam": {"timeoutSeconds": -1}})),
+                Command::Add,
+                6,
+            ),
+            (config(json!({})), Command::Check, 7),
+            (
+                config(json!({"prevResult": {"ips": [{"address": "10.0.1.5"}]}})),
+                Command::Check,
+                6,
+            ),
+            (config(json!({})), Command::Gc, 7),
+            (
+                config(json!({"cni.dev/valid-attachments": [{"containerID": "c1"}]})),
+                Command::Gc,
+                6,
+            ),
+            (
+                config(
+                    json!({"cni.dev/valid-attachments": [{"containerID": "-c1", "ifname": "eth0"}]}),
+                ),
                 Command::Gc,
                 6,
             ),
         ];
         for (stdin, command, want) in table {
-            assert_eq!(code_of(&stdin, command).err(), Some(want), "{} {command}", String::from_utf8_lossy(&stdin));
+            assert_eq!(
+                code_of(&stdin, command).err(),
+                Some(want),
+                "{} {command}",
+                String::from_utf8_lossy(&stdin)
+            );
         }
     }
 
@@ -279,9 +369,15 @@ mod tests {
             "routes": [{"dst": "0.0.0.0/0"}]
         }});
         let got = parse(&config(prev.clone()), Command::Check).unwrap();
-        assert_eq!(got.prev_result_ips, Some(vec!["10.0.1.5/32".parse().unwrap()]));
+        assert_eq!(
+            got.prev_result_ips,
+            Some(vec!["10.0.1.5/32".parse().unwrap()])
+        );
         // DEL neither needs nor reads it
-        assert_eq!(parse(&config(prev), Command::Del).unwrap().prev_result_ips, None);
+        assert_eq!(
+            parse(&config(prev), Command::Del).unwrap().prev_result_ips,
+            None
+        );
     }
 
     #[test]
@@ -301,13 +397,20 @@ mod tests {
             .map(|a| format!("{}/{}", a.container_id, a.ifname))
             .collect();
         assert_eq!(ids, ["c1/eth0", "c2/net1"]);
-        let none = parse(&config(json!({"cni.dev/valid-attachments": null})), Command::Gc).unwrap();
+        let none = parse(
+            &config(json!({"cni.dev/valid-attachments": null})),
+            Command::Gc,
+        )
+        .unwrap();
         assert_eq!(none.valid_attachments, Some(vec![]));
     }
 
     #[test]
     fn peek_version_is_best_effort() {
-        assert_eq!(peek_version(&config(json!({"cniVersion": "1.0.0"}))), Some(CniVersion::V1_0_0));
+        assert_eq!(
+            peek_version(&config(json!({"cniVersion": "1.0.0"}))),
+            Some(CniVersion::V1_0_0)
+        );
         assert_eq!(peek_version(&config(json!({"cniVersion": "0.4.0"}))), None);
         assert_eq!(peek_version(b"garbage"), None);
     }

@@ -10,7 +10,7 @@
 
 use crate::names::{ContainerId, IfName, NameError};
 use crate::protocol::PodRef;
-use crate::result::{CniError, code};
+use crate::result::{code, CniError};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
@@ -37,7 +37,11 @@ pub enum EnvError {
 impl EnvError {
     /// The CNI error printed for it: always code 4.
     pub fn cni_error(&self) -> CniError {
-        CniError::new(code::INVALID_ENVIRONMENT, "invalid CNI environment", self.to_string())
+        CniError::new(
+            code::INVALID_ENVIRONMENT,
+            "invalid CNI environment",
+            self.to_string(),
+        )
     }
 }
 
@@ -113,7 +117,10 @@ impl CniArgs {
     pub fn pod(&self) -> Option<PodRef> {
         let namespace = self.get("K8S_POD_NAMESPACE").filter(|s| !s.is_empty())?;
         let name = self.get("K8S_POD_NAME").filter(|s| !s.is_empty())?;
-        Some(PodRef { namespace: namespace.to_owned(), name: name.to_owned() })
+        Some(PodRef {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        })
     }
 }
 
@@ -191,7 +198,9 @@ impl<F: Fn(&str) -> Option<OsString>> Env<'_, F> {
         match (self.0)(name) {
             None => Ok(None),
             Some(value) => {
-                let value = value.into_string().map_err(|_| EnvError::NotUnicode(name))?;
+                let value = value
+                    .into_string()
+                    .map_err(|_| EnvError::NotUnicode(name))?;
                 Ok(Some(value).filter(|v| !v.is_empty()))
             }
         }
@@ -230,7 +239,9 @@ mod tests {
 
     fn parse(vars: &[(&str, &str)]) -> Result<Invocation, EnvError> {
         Invocation::from_lookup(|name| {
-            vars.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(*v))
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(*v))
         })
     }
 
@@ -239,40 +250,59 @@ mod tests {
         ("CNI_CONTAINERID", "c1"),
         ("CNI_NETNS", "/run/netns/c1"),
         ("CNI_IFNAME", "eth0"),
-        ("CNI_ARGS", "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0"),
+        (
+            "CNI_ARGS",
+            "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0",
+        ),
     ];
 
-    fn with(base: &[(&'static str, &'static str)], name: &'static str, value: &'static str) -> Vec<(&'static str, &'static str)> {
+    fn with(
+        base: &[(&'static str, &'static str)],
+        name: &'static str,
+        value: &'static str,
+    ) -> Vec<(&'static str, &'static str)> {
         let mut vars: Vec<_> = base.iter().copied().filter(|(k, _)| *k != name).collect();
         vars.push((name, value));
         vars
     }
 
-    fn without(base: &[(&'static str, &'static str)], name: &str) -> Vec<(&'static str, &'static str)> {
+    fn without(
+        base: &[(&'static str, &'static str)],
+        name: &str,
+    ) -> Vec<(&'static str, &'static str)> {
         base.iter().copied().filter(|(k, _)| *k != name).collect()
     }
 
     #[test]
     fn add_parses_everything() {
-        let Invocation::Add(attach) = parse(&ADD).unwrap() else { panic!("not an ADD") };
+        let Invocation::Add(attach) = parse(&ADD).unwrap() else {
+            panic!("not an ADD")
+        };
         assert_eq!(attach.container_id.as_str(), "c1");
         assert_eq!(attach.netns, "/run/netns/c1");
         assert_eq!(attach.ifname.as_str(), "eth0");
         assert_eq!(attach.args.get("IgnoreUnknown"), Some("1"));
         assert_eq!(
             attach.args.pod(),
-            Some(PodRef { namespace: "default".into(), name: "web-0".into() })
+            Some(PodRef {
+                namespace: "default".into(),
+                name: "web-0".into()
+            })
         );
     }
 
     #[test]
     fn commands_and_what_they_need() {
         let only = |c: &'static str| vec![("CNI_COMMAND", c)];
-        let table: Vec<(Vec<(&str, &str)>, Result<Command, EnvError>)> = vec![
+        type Vars = Vec<(&'static str, &'static str)>;
+        let table: Vec<(Vars, Result<Command, EnvError>)> = vec![
             (ADD.to_vec(), Ok(Command::Add)),
             (with(&ADD, "CNI_COMMAND", "CHECK"), Ok(Command::Check)),
             (with(&ADD, "CNI_COMMAND", "DEL"), Ok(Command::Del)),
-            (without(&with(&ADD, "CNI_COMMAND", "DEL"), "CNI_NETNS"), Ok(Command::Del)),
+            (
+                without(&with(&ADD, "CNI_COMMAND", "DEL"), "CNI_NETNS"),
+                Ok(Command::Del),
+            ),
             (only("VERSION"), Ok(Command::Version)),
             (only("STATUS"), Ok(Command::Status)),
             (only("GC"), Ok(Command::Gc)),
@@ -281,12 +311,18 @@ mod tests {
             (only("add"), Err(EnvError::UnknownCommand("add".into()))),
             (only("FROB"), Err(EnvError::UnknownCommand("FROB".into()))),
             (only("ADD"), Err(EnvError::Missing("CNI_CONTAINERID"))),
-            (without(&ADD, "CNI_NETNS"), Err(EnvError::Missing("CNI_NETNS"))),
+            (
+                without(&ADD, "CNI_NETNS"),
+                Err(EnvError::Missing("CNI_NETNS")),
+            ),
             (
                 without(&with(&ADD, "CNI_COMMAND", "CHECK"), "CNI_NETNS"),
                 Err(EnvError::Missing("CNI_NETNS")),
             ),
-            (without(&ADD, "CNI_IFNAME"), Err(EnvError::Missing("CNI_IFNAME"))),
+            (
+                without(&ADD, "CNI_IFNAME"),
+                Err(EnvError::Missing("CNI_IFNAME")),
+            ),
             (
                 without(&with(&ADD, "CNI_COMMAND", "DEL"), "CNI_IFNAME"),
                 Err(EnvError::Missing("CNI_IFNAME")),
@@ -299,10 +335,22 @@ mod tests {
                 with(&ADD, "CNI_IFNAME", "eth0/x"),
                 Err(EnvError::IfName(NameError::IfName("eth0/x".into()))),
             ),
-            (with(&ADD, "CNI_ARGS", "K8S_POD_NAME"), Err(EnvError::ArgsPair("K8S_POD_NAME".into()))),
-            (with(&ADD, "CNI_ARGS", "=x"), Err(EnvError::ArgsPair("=x".into()))),
-            (with(&ADD, "CNI_ARGS", "A-B=x"), Err(EnvError::ArgsPair("A-B=x".into()))),
-            (with(&ADD, "CNI_ARGS", "A=1;A=2"), Err(EnvError::ArgsDuplicate("A".into()))),
+            (
+                with(&ADD, "CNI_ARGS", "K8S_POD_NAME"),
+                Err(EnvError::ArgsPair("K8S_POD_NAME".into())),
+            ),
+            (
+                with(&ADD, "CNI_ARGS", "=x"),
+                Err(EnvError::ArgsPair("=x".into())),
+            ),
+            (
+                with(&ADD, "CNI_ARGS", "A-B=x"),
+                Err(EnvError::ArgsPair("A-B=x".into())),
+            ),
+            (
+                with(&ADD, "CNI_ARGS", "A=1;A=2"),
+                Err(EnvError::ArgsDuplicate("A".into())),
+            ),
             (with(&ADD, "CNI_ARGS", ""), Ok(Command::Add)),
         ];
         for (vars, want) in table {
@@ -319,7 +367,11 @@ mod tests {
         assert_eq!(args.get("D"), None);
         assert_eq!(args.pod(), None);
         let half = CniArgs::parse("K8S_POD_NAMESPACE=default").unwrap();
-        assert_eq!(half.pod(), None, "a pod needs both its namespace and its name");
+        assert_eq!(
+            half.pod(),
+            None,
+            "a pod needs both its namespace and its name"
+        );
     }
 
     #[test]
@@ -333,7 +385,10 @@ mod tests {
 
     #[test]
     fn every_env_error_is_code_4() {
-        for err in [EnvError::Missing("CNI_COMMAND"), EnvError::UnknownCommand("X".into())] {
+        for err in [
+            EnvError::Missing("CNI_COMMAND"),
+            EnvError::UnknownCommand("X".into()),
+        ] {
             let cni = err.cni_error();
             assert_eq!(cni.code, 4);
             assert_eq!(cni.details, err.to_string());

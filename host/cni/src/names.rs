@@ -76,7 +76,9 @@ impl TryFrom<String> for IfName {
             && text.len() <= MAX_IFNAME_BYTES
             && text != "."
             && text != ".."
-            && !text.chars().any(|c| c == '/' || c == ':' || c.is_whitespace());
+            && !text
+                .chars()
+                .any(|c| c == '/' || c == ':' || c.is_whitespace());
         if well_formed {
             Ok(IfName(text))
         } else {
@@ -115,7 +117,11 @@ mod tests {
             ("abc;def", false),
         ];
         for (text, ok) in table {
-            assert_eq!(ContainerId::try_from(text.to_owned()).is_ok(), ok, "{text:?}");
+            assert_eq!(
+                ContainerId::try_from(text.to_owned()).is_ok(),
+                ok,
+                "{text:?}"
+            );
         }
     }
 

@@ -5,23 +5,34 @@
 use crate::config::NetworkConfig;
 use crate::env::Invocation;
 use crate::protocol::{AgentRequest, AgentResponse, Attachment};
-use crate::result::{CniError, IpamResult, code};
+use crate::result::{code, CniError, IpamResult};
 
 /// The request for an invocation; VERSION asks the agent nothing.
 pub fn request_for(invocation: &Invocation, config: &NetworkConfig) -> Option<AgentRequest> {
     Some(match invocation {
         Invocation::Add(attach) => AgentRequest::Add {
-            attachment: Attachment { container_id: attach.container_id.clone(), ifname: attach.ifname.clone() },
+            attachment: Attachment {
+                container_id: attach.container_id.clone(),
+                ifname: attach.ifname.clone(),
+            },
             netns: attach.netns.clone(),
             pod: attach.args.pod(),
         },
         Invocation::Check(attach) => AgentRequest::Check {
-            attachment: Attachment { container_id: attach.container_id.clone(), ifname: attach.ifname.clone() },
+            attachment: Attachment {
+                container_id: attach.container_id.clone(),
+                ifname: attach.ifname.clone(),
+            },
         },
         Invocation::Del(detach) => AgentRequest::Del {
-            attachment: Attachment { container_id: detach.container_id.clone(), ifname: detach.ifname.clone() },
+            attachment: Attachment {
+                container_id: detach.container_id.clone(),
+                ifname: detach.ifname.clone(),
+            },
         },
-        Invocation::Gc => AgentRequest::Gc { valid: config.valid_attachments.clone().unwrap_or_default() },
+        Invocation::Gc => AgentRequest::Gc {
+            valid: config.valid_attachments.clone().unwrap_or_default(),
+        },
         Invocation::Status => AgentRequest::Status,
         Invocation::Version => return None,
     })
@@ -40,9 +51,9 @@ pub fn answer(
 ) -> Result<Option<IpamResult>, CniError> {
     match (request, response) {
         (_, AgentResponse::Failed(error)) => Err(error),
-        (AgentRequest::Add { .. }, AgentResponse::Allocated(allocation)) => {
-            Ok(Some(IpamResult::from_allocation(config.cni_version, &allocation)))
-        }
+        (AgentRequest::Add { .. }, AgentResponse::Allocated(allocation)) => Ok(Some(
+            IpamResult::from_allocation(config.cni_version, &allocation),
+        )),
         (AgentRequest::Check { attachment }, AgentResponse::Allocated(allocation)) => {
             let prev = config.prev_result_ips.as_deref().unwrap_or_default();
             if prev.iter().any(|ip| ip.addr() == allocation.address.addr()) {
@@ -61,7 +72,10 @@ pub fn answer(
                 ))
             }
         }
-        (AgentRequest::Del { .. } | AgentRequest::Gc { .. } | AgentRequest::Status, AgentResponse::Done) => Ok(None),
+        (
+            AgentRequest::Del { .. } | AgentRequest::Gc { .. } | AgentRequest::Status,
+            AgentResponse::Done,
+        ) => Ok(None),
         (request, response) => Err(CniError::new(
             code::AGENT_PROTOCOL,
             "ipam agent answered out of protocol",
@@ -73,7 +87,7 @@ pub fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{DEFAULT_TIMEOUT, IpamConfig};
+    use crate::config::{IpamConfig, DEFAULT_TIMEOUT};
     use crate::env::{Attach, CniArgs, Detach};
     use crate::protocol::{Allocation, PodRef};
     use crate::version::CniVersion;
@@ -81,18 +95,28 @@ mod tests {
     fn config(prev: Option<&[&str]>) -> NetworkConfig {
         NetworkConfig {
             cni_version: CniVersion::V1_0_0,
-            ipam: IpamConfig { socket: "/run/a.sock".into(), timeout: DEFAULT_TIMEOUT },
+            ipam: IpamConfig {
+                socket: "/run/a.sock".into(),
+                timeout: DEFAULT_TIMEOUT,
+            },
             prev_result_ips: prev.map(|ips| ips.iter().map(|ip| ip.parse().unwrap()).collect()),
             valid_attachments: None,
         }
     }
 
     fn attachment() -> Attachment {
-        Attachment { container_id: "c1".to_owned().try_into().unwrap(), ifname: "eth0".to_owned().try_into().unwrap() }
+        Attachment {
+            container_id: "c1".to_owned().try_into().unwrap(),
+            ifname: "eth0".to_owned().try_into().unwrap(),
+        }
     }
 
     fn allocated(address: &str) -> AgentResponse {
-        AgentResponse::Allocated(Allocation { address: address.parse().unwrap(), gateway: None, routes: vec![] })
+        AgentResponse::Allocated(Allocation {
+            address: address.parse().unwrap(),
+            gateway: None,
+            routes: vec![],
+        })
     }
 
     #[test]
@@ -118,12 +142,33 @@ mod tests {
                 Some(AgentRequest::Add {
                     attachment: attachment(),
                     netns: "/run/netns/c1".into(),
-                    pod: Some(PodRef { namespace: "ns".into(), name: "p".into() }),
+                    pod: Some(PodRef {
+                        namespace: "ns".into(),
+                        name: "p".into(),
+                    }),
                 }),
             ),
-            (Invocation::Check(attach), config(None), Some(AgentRequest::Check { attachment: attachment() })),
-            (Invocation::Del(detach), config(None), Some(AgentRequest::Del { attachment: attachment() })),
-            (Invocation::Gc, gc_config, Some(AgentRequest::Gc { valid: vec![attachment()] })),
+            (
+                Invocation::Check(attach),
+                config(None),
+                Some(AgentRequest::Check {
+                    attachment: attachment(),
+                }),
+            ),
+            (
+                Invocation::Del(detach),
+                config(None),
+                Some(AgentRequest::Del {
+                    attachment: attachment(),
+                }),
+            ),
+            (
+                Invocation::Gc,
+                gc_config,
+                Some(AgentRequest::Gc {
+                    valid: vec![attachment()],
+                }),
+            ),
             (Invocation::Status, config(None), Some(AgentRequest::Status)),
             (Invocation::Version, config(None), None),
         ];
@@ -134,12 +179,27 @@ mod tests {
 
     #[test]
     fn answers() {
-        let add = AgentRequest::Add { attachment: attachment(), netns: "/n".into(), pod: None };
-        let check = AgentRequest::Check { attachment: attachment() };
-        let del = AgentRequest::Del { attachment: attachment() };
+        let add = AgentRequest::Add {
+            attachment: attachment(),
+            netns: "/n".into(),
+            pod: None,
+        };
+        let check = AgentRequest::Check {
+            attachment: attachment(),
+        };
+        let del = AgentRequest::Del {
+            attachment: attachment(),
+        };
+        let gc = AgentRequest::Gc { valid: vec![] };
         let failed = || AgentResponse::Failed(CniError::new(11, "pool empty", ""));
         // (request, prevResult, response, Ok(prints a result?) or Err(code))
-        let table: Vec<(&AgentRequest, Option<&[&str]>, AgentResponse, Result<bool, u32>)> = vec![
+        type Row<'a> = (
+            &'a AgentRequest,
+            Option<&'a [&'a str]>,
+            AgentResponse,
+            Result<bool, u32>,
+        );
+        let table: Vec<Row> = vec![
             (&add, None, allocated("10.0.1.5/32"), Ok(true)),
             (&add, None, AgentResponse::Done, Err(100)),
             (&add, None, failed(), Err(11)),
@@ -147,24 +207,57 @@ mod tests {
             (&del, None, allocated("10.0.1.5/32"), Err(100)),
             (&del, None, failed(), Err(11)),
             (&AgentRequest::Status, None, AgentResponse::Done, Ok(false)),
-            (&AgentRequest::Gc { valid: vec![] }, None, AgentResponse::Done, Ok(false)),
-            (&check, Some(&["10.0.1.5/32"]), allocated("10.0.1.5/32"), Ok(false)),
-            (&check, Some(&["fd00::1/128", "10.0.1.5/24"]), allocated("10.0.1.5/32"), Ok(false)),
-            (&check, Some(&["10.0.1.6/32"]), allocated("10.0.1.5/32"), Err(101)),
+            (&gc, None, AgentResponse::Done, Ok(false)),
+            (
+                &check,
+                Some(&["10.0.1.5/32"]),
+                allocated("10.0.1.5/32"),
+                Ok(false),
+            ),
+            (
+                &check,
+                Some(&["fd00::1/128", "10.0.1.5/24"]),
+                allocated("10.0.1.5/32"),
+                Ok(false),
+            ),
+            (
+                &check,
+                Some(&["10.0.1.6/32"]),
+                allocated("10.0.1.5/32"),
+                Err(101),
+            ),
             (&check, Some(&[]), allocated("10.0.1.5/32"), Err(101)),
-            (&check, Some(&["10.0.1.5/32"]), AgentResponse::Failed(CniError::new(3, "unknown", "")), Err(3)),
-            (&check, Some(&["10.0.1.5/32"]), AgentResponse::Done, Err(100)),
+            (
+                &check,
+                Some(&["10.0.1.5/32"]),
+                AgentResponse::Failed(CniError::new(3, "unknown", "")),
+                Err(3),
+            ),
+            (
+                &check,
+                Some(&["10.0.1.5/32"]),
+                AgentResponse::Done,
+                Err(100),
+            ),
         ];
         for (request, prev, response, want) in table {
-            let got = answer(request, &config(prev), response.clone()).map(|r| r.is_some()).map_err(|e| e.code);
+            let got = answer(request, &config(prev), response.clone())
+                .map(|r| r.is_some())
+                .map_err(|e| e.code);
             assert_eq!(got, want, "{request:?} {prev:?} {response:?}");
         }
     }
 
     #[test]
     fn add_result_is_in_the_configured_version() {
-        let add = AgentRequest::Add { attachment: attachment(), netns: "/n".into(), pod: None };
-        let result = answer(&add, &config(None), allocated("10.0.1.5/32")).unwrap().unwrap();
+        let add = AgentRequest::Add {
+            attachment: attachment(),
+            netns: "/n".into(),
+            pod: None,
+        };
+        let result = answer(&add, &config(None), allocated("10.0.1.5/32"))
+            .unwrap()
+            .unwrap();
         assert_eq!(result.cni_version, CniVersion::V1_0_0);
         assert_eq!(result.ips[0].address.to_string(), "10.0.1.5/32");
     }

@@ -43,7 +43,11 @@ pub struct CniError {
 
 impl CniError {
     pub fn new(code: u32, msg: impl Into<String>, details: impl Into<String>) -> CniError {
-        CniError { code, msg: msg.into(), details: details.into() }
+        CniError {
+            code,
+            msg: msg.into(),
+            details: details.into(),
+        }
     }
 }
 
@@ -86,7 +90,10 @@ impl IpamResult {
     pub fn from_allocation(cni_version: CniVersion, allocation: &Allocation) -> IpamResult {
         IpamResult {
             cni_version,
-            ips: vec![IpConfig { address: allocation.address, gateway: allocation.gateway }],
+            ips: vec![IpConfig {
+                address: allocation.address,
+                gateway: allocation.gateway,
+            }],
             routes: allocation.routes.clone(),
             dns: Dns {},
         }
@@ -104,7 +111,10 @@ pub struct VersionResult {
 
 impl VersionResult {
     pub fn this_plugin() -> VersionResult {
-        VersionResult { cni_version: CniVersion::LATEST, supported_versions: SUPPORTED.to_vec() }
+        VersionResult {
+            cni_version: CniVersion::LATEST,
+            supported_versions: SUPPORTED.to_vec(),
+        }
     }
 }
 
@@ -118,8 +128,14 @@ mod tests {
             address: "10.0.1.5/32".parse().unwrap(),
             gateway: Some("169.254.1.1".parse().unwrap()),
             routes: vec![
-                Route { dst: "0.0.0.0/0".parse().unwrap(), gw: Some("169.254.1.1".parse().unwrap()) },
-                Route { dst: "10.0.0.0/8".parse().unwrap(), gw: None },
+                Route {
+                    dst: "0.0.0.0/0".parse().unwrap(),
+                    gw: Some("169.254.1.1".parse().unwrap()),
+                },
+                Route {
+                    dst: "10.0.0.0/8".parse().unwrap(),
+                    gw: None,
+                },
             ],
         }
     }
@@ -127,7 +143,8 @@ mod tests {
     #[test]
     fn ipam_result_shape_in_each_version() {
         for (version, text) in [(CniVersion::V1_0_0, "1.0.0"), (CniVersion::V1_1_0, "1.1.0")] {
-            let got = serde_json::to_value(IpamResult::from_allocation(version, &allocation())).unwrap();
+            let got =
+                serde_json::to_value(IpamResult::from_allocation(version, &allocation())).unwrap();
             assert_eq!(
                 got,
                 json!({
@@ -142,8 +159,13 @@ mod tests {
 
     #[test]
     fn ipv6_without_gateway_leaves_it_out() {
-        let alloc = Allocation { address: "fd00::5/128".parse().unwrap(), gateway: None, routes: vec![] };
-        let got = serde_json::to_value(IpamResult::from_allocation(CniVersion::V1_1_0, &alloc)).unwrap();
+        let alloc = Allocation {
+            address: "fd00::5/128".parse().unwrap(),
+            gateway: None,
+            routes: vec![],
+        };
+        let got =
+            serde_json::to_value(IpamResult::from_allocation(CniVersion::V1_1_0, &alloc)).unwrap();
         assert_eq!(got["ips"], json!([{"address": "fd00::5/128"}]));
         assert_eq!(got["routes"], json!([]));
     }
@@ -161,7 +183,10 @@ mod tests {
             ),
         ];
         for (error, want) in table {
-            let result = ErrorResult { cni_version: CniVersion::V1_1_0, error };
+            let result = ErrorResult {
+                cni_version: CniVersion::V1_1_0,
+                error,
+            };
             assert_eq!(serde_json::to_value(&result).unwrap(), want);
             let back: ErrorResult = serde_json::from_value(want).unwrap();
             assert_eq!(back, result);

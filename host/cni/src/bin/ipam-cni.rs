@@ -7,7 +7,7 @@ use ipam_cni::config::{self, peek_version};
 use ipam_cni::env::Invocation;
 use ipam_cni::plugin::{answer, request_for};
 use ipam_cni::protocol::ask;
-use ipam_cni::result::{CniError, ErrorResult, VersionResult, code};
+use ipam_cni::result::{code, CniError, ErrorResult, VersionResult};
 use ipam_cni::version::CniVersion;
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -16,14 +16,21 @@ fn main() -> ExitCode {
     let mut stdin = Vec::new();
     let outcome = match std::io::stdin().read_to_end(&mut stdin) {
         Ok(_) => run(&stdin),
-        Err(e) => Err(CniError::new(code::IO_FAILURE, "cannot read stdin", e.to_string())),
+        Err(e) => Err(CniError::new(
+            code::IO_FAILURE,
+            "cannot read stdin",
+            e.to_string(),
+        )),
     };
     let (printed, exit) = match outcome {
         Ok(None) => return ExitCode::SUCCESS,
         Ok(Some(json)) => (json, ExitCode::SUCCESS),
         Err(error) => {
             let cni_version = peek_version(&stdin).unwrap_or(CniVersion::LATEST);
-            (to_json(&ErrorResult { cni_version, error }), ExitCode::FAILURE)
+            (
+                to_json(&ErrorResult { cni_version, error }),
+                ExitCode::FAILURE,
+            )
         }
     };
     let mut stdout = std::io::stdout().lock();
@@ -44,7 +51,8 @@ fn run(stdin: &[u8]) -> Result<Option<Vec<u8>>, CniError> {
     let Some(request) = request_for(&invocation, &config) else {
         return Ok(None);
     };
-    let response = ask(&config.ipam.socket, &request, config.ipam.timeout).map_err(|e| e.cni_error(&request))?;
+    let response = ask(&config.ipam.socket, &request, config.ipam.timeout)
+        .map_err(|e| e.cni_error(&request))?;
     Ok(answer(&request, &config, response)?.map(|result| to_json(&result)))
 }
 

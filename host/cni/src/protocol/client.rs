@@ -1,8 +1,10 @@
 //! The plugin's side of the protocol: one blocking exchange with a deadline,
 //! plain std so the plugin starts fast.
 
-use super::{AgentRequest, AgentResponse, DecodeError, MAX_MESSAGE_BYTES, decode_response, encode_request};
-use crate::result::{CniError, code};
+use super::{
+    decode_response, encode_request, AgentRequest, AgentResponse, DecodeError, MAX_MESSAGE_BYTES,
+};
+use crate::result::{code, CniError};
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
@@ -39,13 +41,26 @@ impl AskError {
     pub fn cni_error(&self, request: &AgentRequest) -> CniError {
         let details = self.to_string();
         if matches!(request, AgentRequest::Status) {
-            return CniError::new(code::PLUGIN_NOT_AVAILABLE, "ipam agent not available", details);
+            return CniError::new(
+                code::PLUGIN_NOT_AVAILABLE,
+                "ipam agent not available",
+                details,
+            );
         }
         match self {
-            AskError::Connect { .. } | AskError::Send(_) | AskError::Receive(_) | AskError::TimedOut(_) => {
-                CniError::new(code::TRY_AGAIN_LATER, "ipam agent unreachable, try again later", details)
-            }
-            AskError::Decode(_) => CniError::new(code::AGENT_PROTOCOL, "ipam agent answered out of protocol", details),
+            AskError::Connect { .. }
+            | AskError::Send(_)
+            | AskError::Receive(_)
+            | AskError::TimedOut(_) => CniError::new(
+                code::TRY_AGAIN_LATER,
+                "ipam agent unreachable, try again later",
+                details,
+            ),
+            AskError::Decode(_) => CniError::new(
+                code::AGENT_PROTOCOL,
+                "ipam agent answered out of protocol",
+                details,
+            ),
         }
     }
 }
@@ -54,17 +69,24 @@ impl AskError {
 /// all within `timeout` once connected. Connecting to a unix socket does not
 /// wait for the server, except when its accept backlog is full; the
 /// runtime's own timeout bounds that case.
-pub fn ask(socket: &Path, request: &AgentRequest, timeout: Duration) -> Result<AgentResponse, AskError> {
+pub fn ask(
+    socket: &Path,
+    request: &AgentRequest,
+    timeout: Duration,
+) -> Result<AgentResponse, AskError> {
     let deadline = Instant::now() + timeout;
-    let mut stream =
-        UnixStream::connect(socket).map_err(|source| AskError::Connect { socket: socket.to_owned(), source })?;
+    let mut stream = UnixStream::connect(socket).map_err(|source| AskError::Connect {
+        socket: socket.to_owned(),
+        source,
+    })?;
     let send = |stream: &mut UnixStream| -> io::Result<()> {
         stream.set_write_timeout(Some(remaining(deadline)?))?;
         stream.write_all(&encode_request(request))?;
         stream.shutdown(Shutdown::Write)
     };
     send(&mut stream).map_err(|e| classify(e, timeout, AskError::Send))?;
-    let answer = receive(&mut stream, deadline).map_err(|e| classify(e, timeout, AskError::Receive))?;
+    let answer =
+        receive(&mut stream, deadline).map_err(|e| classify(e, timeout, AskError::Receive))?;
     decode_response(&answer).map_err(AskError::Decode)
 }
 
@@ -91,7 +113,11 @@ fn receive(stream: &mut UnixStream, deadline: Instant) -> io::Result<Vec<u8>> {
 
 fn remaining(deadline: Instant) -> io::Result<Duration> {
     let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() { Err(io::ErrorKind::TimedOut.into()) } else { Ok(left) }
+    if left.is_zero() {
+        Err(io::ErrorKind::TimedOut.into())
+    } else {
+        Ok(left)
+    }
 }
 
 /// Socket timeouts surface as WouldBlock (EAGAIN) on Linux.
@@ -105,7 +131,7 @@ fn classify(error: io::Error, timeout: Duration, other: fn(io::Error) -> AskErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Attachment, decode_request, encode_response};
+    use crate::protocol::{decode_request, encode_response, Attachment};
     use std::os::unix::net::UnixListener;
     use std::thread;
 
@@ -120,18 +146,29 @@ mod tests {
 
     #[test]
     fn error_codes_per_request() {
-        let connect = || AskError::Connect { socket: "/x".into(), source: io::ErrorKind::NotFound.into() };
+        let connect = || AskError::Connect {
+            socket: "/x".into(),
+            source: io::ErrorKind::NotFound.into(),
+        };
         let decode = || AskError::Decode(decode_response(b"{}").unwrap_err());
         let table: [(AskError, AgentRequest, u32); 6] = [
             (connect(), AgentRequest::Status, 50),
             (decode(), AgentRequest::Status, 50),
             (connect(), del(), 11),
             (AskError::TimedOut(Duration::from_secs(1)), del(), 11),
-            (AskError::Receive(io::ErrorKind::ConnectionReset.into()), AgentRequest::Gc { valid: vec![] }, 11),
+            (
+                AskError::Receive(io::ErrorKind::ConnectionReset.into()),
+                AgentRequest::Gc { valid: vec![] },
+                11,
+            ),
             (decode(), del(), 100),
         ];
         for (error, request, want) in table {
-            assert_eq!(error.cni_error(&request).code, want, "{error} for {request:?}");
+            assert_eq!(
+                error.cni_error(&request).code,
+                want,
+                "{error} for {request:?}"
+            );
         }
     }
 
@@ -144,7 +181,8 @@ mod tests {
             let (mut conn, _) = listener.accept().unwrap();
             let mut bytes = Vec::new();
             conn.read_to_end(&mut bytes).unwrap();
-            conn.write_all(&encode_response(&AgentResponse::Done)).unwrap();
+            conn.write_all(&encode_response(&AgentResponse::Done))
+                .unwrap();
             decode_request(&bytes).unwrap()
         });
         let got = ask(&socket, &del(), Duration::from_secs(5)).unwrap();
@@ -155,7 +193,11 @@ mod tests {
     #[test]
     fn missing_socket_is_a_connect_error() {
         let dir = tempfile::tempdir().unwrap();
-        let got = ask(&dir.path().join("absent.sock"), &del(), Duration::from_secs(1));
+        let got = ask(
+            &dir.path().join("absent.sock"),
+            &del(),
+            Duration::from_secs(1),
+        );
         assert!(matches!(got, Err(AskError::Connect { .. })), "{got:?}");
     }
 

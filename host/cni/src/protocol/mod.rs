@@ -28,7 +28,7 @@
 
 mod client;
 
-pub use client::{AskError, ask};
+pub use client::{ask, AskError};
 
 use crate::names::{ContainerId, IfName};
 use crate::result::CniError;
@@ -64,7 +64,11 @@ pub struct Route {
 /// What the agent gave an attachment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Allocation {
-    /// The pod's address as a host prefix (/32 or /128).
+    /// The pod's address with the prefix length the main plugin configures
+    /// on the interface: a host prefix (/32, /128) by design, but `ptp` of
+    /// containernetworking-plugins 1.1.1 fails on a /32 (it deletes the
+    /// subnet route a /32 never gets); with it, use a prefix that holds the
+    /// gateway. The plugin passes the address on unchanged.
     pub address: IpNet,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<IpAddr>,
@@ -109,10 +113,16 @@ pub enum DecodeError {
     #[error("message is {0} bytes, more than the {MAX_MESSAGE_BYTES} allowed")]
     TooLarge(usize),
     #[error("message is not a valid {what}: {source}")]
-    Json { what: &'static str, source: serde_json::Error },
+    Json {
+        what: &'static str,
+        source: serde_json::Error,
+    },
 }
 
-fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], what: &'static str) -> Result<T, DecodeError> {
+fn decode<T: for<'de> Deserialize<'de>>(
+    bytes: &[u8],
+    what: &'static str,
+) -> Result<T, DecodeError> {
     if bytes.len() > MAX_MESSAGE_BYTES {
         return Err(DecodeError::TooLarge(bytes.len()));
     }
@@ -164,25 +174,38 @@ mod tests {
                 AgentRequest::Add {
                     attachment: attachment("c1", "eth0"),
                     netns: "/run/netns/c1".into(),
-                    pod: Some(PodRef { namespace: "default".into(), name: "web-0".into() }),
+                    pod: Some(PodRef {
+                        namespace: "default".into(),
+                        name: "web-0".into(),
+                    }),
                 },
                 json!({"op": "add", "attachment": {"container_id": "c1", "ifname": "eth0"},
                        "netns": "/run/netns/c1", "pod": {"namespace": "default", "name": "web-0"}}),
             ),
             (
-                AgentRequest::Add { attachment: attachment("c1", "eth0"), netns: "/proc/1/ns/net".into(), pod: None },
+                AgentRequest::Add {
+                    attachment: attachment("c1", "eth0"),
+                    netns: "/proc/1/ns/net".into(),
+                    pod: None,
+                },
                 json!({"op": "add", "attachment": {"container_id": "c1", "ifname": "eth0"}, "netns": "/proc/1/ns/net"}),
             ),
             (
-                AgentRequest::Del { attachment: attachment("c2", "net1") },
+                AgentRequest::Del {
+                    attachment: attachment("c2", "net1"),
+                },
                 json!({"op": "del", "attachment": {"container_id": "c2", "ifname": "net1"}}),
             ),
             (
-                AgentRequest::Check { attachment: attachment("c3", "eth0") },
+                AgentRequest::Check {
+                    attachment: attachment("c3", "eth0"),
+                },
                 json!({"op": "check", "attachment": {"container_id": "c3", "ifname": "eth0"}}),
             ),
             (
-                AgentRequest::Gc { valid: vec![attachment("c1", "eth0"), attachment("c2", "net1")] },
+                AgentRequest::Gc {
+                    valid: vec![attachment("c1", "eth0"), attachment("c2", "net1")],
+                },
                 json!({"op": "gc", "valid": [{"container_id": "c1", "ifname": "eth0"},
                                              {"container_id": "c2", "ifname": "net1"}]}),
             ),
@@ -190,7 +213,10 @@ mod tests {
         ];
         for (request, want) in table {
             let bytes = encode_request(&request);
-            assert_eq!(serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(), want);
+            assert_eq!(
+                serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(),
+                want
+            );
             assert_eq!(decode_request(&bytes).unwrap(), request);
         }
     }
@@ -202,20 +228,30 @@ mod tests {
                 AgentResponse::Allocated(Allocation {
                     address: "10.0.1.5/32".parse().unwrap(),
                     gateway: Some("169.254.1.1".parse().unwrap()),
-                    routes: vec![Route { dst: "0.0.0.0/0".parse().unwrap(), gw: Some("169.254.1.1".parse().unwrap()) }],
+                    routes: vec![Route {
+                        dst: "0.0.0.0/0".parse().unwrap(),
+                        gw: Some("169.254.1.1".parse().unwrap()),
+                    }],
                 }),
                 json!({"outcome": "allocated", "address": "10.0.1.5/32", "gateway": "169.254.1.1",
                        "routes": [{"dst": "0.0.0.0/0", "gw": "169.254.1.1"}]}),
             ),
             (AgentResponse::Done, json!({"outcome": "done"})),
             (
-                AgentResponse::Failed(CniError::new(3, "container unknown", "no allocation for c1/eth0")),
+                AgentResponse::Failed(CniError::new(
+                    3,
+                    "container unknown",
+                    "no allocation for c1/eth0",
+                )),
                 json!({"outcome": "failed", "code": 3, "msg": "container unknown", "details": "no allocation for c1/eth0"}),
             ),
         ];
         for (response, want) in table {
             let bytes = encode_response(&response);
-            assert_eq!(serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(), want);
+            assert_eq!(
+                serde_json::from_slice::<serde_json::Value>(&bytes).unwrap(),
+                want
+            );
             assert_eq!(decode_response(&bytes).unwrap(), response);
         }
     }
@@ -232,7 +268,11 @@ mod tests {
             br#"{"op":"add","attachment":{"container_id":"c1","ifname":"eth0"}}"#,
         ];
         for bytes in bad_requests {
-            assert!(decode_request(bytes).is_err(), "{:?}", String::from_utf8_lossy(bytes));
+            assert!(
+                decode_request(bytes).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
         }
         let bad_responses: [&[u8]; 3] = [
             br#"{"outcome":"allocated","address":"10.0.1.5"}"#,
@@ -240,10 +280,17 @@ mod tests {
             br#"{"done":true}"#,
         ];
         for bytes in bad_responses {
-            assert!(decode_response(bytes).is_err(), "{:?}", String::from_utf8_lossy(bytes));
+            assert!(
+                decode_response(bytes).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
         }
         let huge = vec![b' '; MAX_MESSAGE_BYTES + 1];
-        assert!(matches!(decode_request(&huge), Err(DecodeError::TooLarge(_))));
+        assert!(matches!(
+            decode_request(&huge),
+            Err(DecodeError::TooLarge(_))
+        ));
     }
 
     #[test]

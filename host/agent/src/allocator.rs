@@ -388,7 +388,8 @@ pub fn status_patch(node: &CiliumNode, allocations: &Allocations) -> Option<Valu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routing::{PodRoute, RouteError};
+    use crate::routing::RouteError;
+    use ipam_node_routes::PodRoute;
     use async_trait::async_trait;
     use ipam_ciliumnode::{EniInterface, EniSubnet};
 

@@ -54,10 +54,21 @@ pub fn bind(path: &Path) -> Result<UnixListener, SocketError> {
     Ok(listener)
 }
 
-/// The answer to an ADD or CHECK: the address as a host prefix, its
-/// gateway, and a default route through it.
+/// The answer to an ADD or CHECK: the address with its subnet's prefix
+/// length (a host prefix when the subnet is unknown), its gateway, and a
+/// default route through it. The prefix is the subnet's because chained
+/// plugins such as ptp delete the prefix route the kernel adds for the
+/// address, which a /32 does not have.
 fn allocation(granted: &Granted) -> Allocation {
-    let address = IpNet::from(granted.ip);
+    let prefix = granted
+        .placement
+        .as_ref()
+        .and_then(|p| p.subnet)
+        .filter(|subnet| subnet.contains(&granted.ip))
+        .map(|subnet| subnet.prefix_len());
+    let address = prefix
+        .and_then(|len| IpNet::new(granted.ip, len).ok())
+        .unwrap_or_else(|| IpNet::from(granted.ip));
     let default = match granted.ip {
         IpAddr::V4(_) => "0.0.0.0/0",
         IpAddr::V6(_) => "::/0",

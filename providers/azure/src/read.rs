@@ -1,0 +1,179 @@
+//! The read operations: lists per resource group, converted by `convert`.
+
+use ipam_provider_sdk::{Error, Instance, Limits, SecurityGroup, Subnet, Vpc};
+
+use crate::convert::{self, VmInfo};
+use crate::ip_configs::MAX_PER_NIC;
+use crate::models::{
+    NetworkSecurityGroup, Nic, ResourceSku, ScaleSet, ScaleSetVm, VirtualMachine, VirtualNetwork,
+};
+use crate::resource_id::canonical;
+use crate::settings::has_tags;
+use crate::transport::Transport;
+use crate::Azure;
+
+impl<T: Transport> Azure<T> {
+    /// `/subscriptions/{s}/resourceGroups/{rg}/providers/{rest}` of each
+    /// resource group, listed at `api_version`.
+    fn list_in_groups<R: serde::de::DeserializeOwned>(
+        &self,
+        rest: &str,
+        api_version: &str,
+    ) -> Result<Vec<R>, Error> {
+        let mut all = Vec::new();
+        for group in &self.settings.resource_groups {
+            let path = format!("{}/providers/{rest}", self.group_path(group));
+            all.extend(self.arm.list(&self.arm.url(&path, api_version))?);
+        }
+        Ok(all)
+    }
+
+    fn group_path(&self, group: &str) -> String {
+        format!(
+            "/subscriptions/{}/resourceGroups/{group}",
+            self.settings.subscription
+        )
+    }
+
+    fn virtual_networks(&self) -> Result<Vec<VirtualNetwork>, Error> {
+        self.list_in_groups(
+            "Microsoft.Network/virtualNetworks",
+            &self.settings.api_versions.network,
+        )
+    }
+
+    pub fn vpcs(&self) -> Result<Vec<Vpc>, Error> {
+        convert::vpcs(&self.virtual_networks()?)
+    }
+
+    pub fn subnets(&self) -> Result<Vec<Subnet>, Error> {
+        convert::subnets(&self.virtual_networks()?, &self.settings.subnet_tags)
+    }
+
+    pub fn security_groups(&self) -> Result<Vec<SecurityGroup>, Error> {
+        let nsgs: Vec<NetworkSecurityGroup> = self.list_in_groups(
+            "Microsoft.Network/networkSecurityGroups",
+            &self.settings.api_versions.network,
+        )?;
+        Ok(convert::security_groups(
+            &nsgs,
+            &self.settings.security_group_tags,
+        ))
+    }
+
+    /// The selected scale sets' VMs and NICs, then the standalone VMs' NICs.
+    pub fn instances(&self, ids: &[String]) -> Result<Vec<Instance>, Error> {
+        let settings = &self.settings;
+        let versions = &settings.api_versions;
+        let mut vms: Vec<VmInfo> = Vec::new();
+        let mut nics: Vec<Nic> = Vec::new();
+        for group in &settings.resource_groups {
+            let group_path = self.group_path(group);
+            let scale_sets: Vec<ScaleSet> = self.arm.list(&self.arm.url(
+                &format!("{group_path}/providers/Microsoft.Compute/virtualMachineScaleSets"),
+                &versions.compute,
+            ))?;
+            let selected = scale_sets.iter().filter(|s| {
+                let named = settings
+                    .scale_sets
+                    .as_ref()
+                    .is_none_or(|names| names.iter().any(|n| n.eq_ignore_ascii_case(&s.name)));
+                named && has_tags(&s.tags, &settings.instance_tags)
+            });
+            for scale_set in selected {
+                let path = format!(
+                    "{group_path}/providers/Microsoft.Compute/virtualMachineScaleSets/{}",
+                    scale_set.name
+                );
+                let members: Vec<ScaleSetVm> = self.arm.list(
+                    &self
+                        .arm
+                        .url(&format!("{path}/virtualMachines"), &versions.compute),
+                )?;
+                vms.extend(members.iter().map(|vm| VmInfo {
+                    id: canonical(&vm.id),
+                    size: vm.sku.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+                    location: vm.location.clone(),
+                }));
+                nics.extend(self.arm.list::<Nic>(&self.arm.url(
+                    &format!("{path}/networkInterfaces"),
+                    &versions.scale_set_network,
+                ))?);
+            }
+            if settings.standalone_vms {
+                let standalone: Vec<VirtualMachine> = self.arm.list(&self.arm.url(
+                    &format!("{group_path}/providers/Microsoft.Compute/virtualMachines"),
+                    &versions.compute,
+                ))?;
+                vms.extend(
+                    standalone
+                        .iter()
+                        .filter(|vm| has_tags(&vm.tags, &settings.instance_tags))
+                        .map(|vm| VmInfo {
+                            id: canonical(&vm.id),
+                            size: vm.properties.hardware_profile.vm_size.clone(),
+                            location: vm.location.clone(),
+                        }),
+                );
+                nics.extend(self.arm.list::<Nic>(&self.arm.url(
+                    &format!("{group_path}/providers/Microsoft.Network/networkInterfaces"),
+                    &versions.network,
+                ))?);
+            }
+        }
+        if !ids.is_empty() {
+            let wanted: Vec<String> = ids.iter().map(|id| canonical(id)).collect();
+            vms.retain(|vm| wanted.contains(&vm.id));
+        }
+        convert::instances(&nics, &vms)
+    }
+
+    /// The VM size's NIC count from Resource SKUs; 256 IPv4 configurations
+    /// per NIC; no prefixes on Azure.
+    pub fn instance_limits(&self, size: &str) -> Result<Limits, Error> {
+        let path = format!(
+            "/subscriptions/{}/providers/Microsoft.Compute/skus?$filter=location%20eq%20%27{}%27",
+            self.settings.subscription, self.settings.location
+        );
+        let skus: Vec<ResourceSku> = self.arm.list(
+            &self
+                .arm
+                .url(&path, &self.settings.api_versions.resource_skus),
+        )?;
+        let sku = skus
+            .iter()
+            .find(|s| s.resource_type == "virtualMachines" && s.name.eq_ignore_ascii_case(size))
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "VM size {size} is not among {}'s Resource SKUs",
+                    self.settings.location
+                ))
+            })?;
+        let interfaces = sku
+            .capabilities
+            .iter()
+            .find(|c| c.name == "MaxNetworkInterfaces")
+            .ok_or_else(|| {
+                Error::Other(format!(
+                    "VM size {size}: no MaxNetworkInterfaces capability"
+                ))
+            })?;
+        let max_interfaces = interfaces
+            .value
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| {
+                Error::Other(format!(
+                    "VM size {size}: MaxNetworkInterfaces {:?} is not a count",
+                    interfaces.value
+                ))
+            })?;
+        Ok(Limits {
+            max_interfaces,
+            ipv4_per_interface: MAX_PER_NIC as u32,
+            ipv6_per_interface: 0,
+            prefix_delegation: false,
+        })
+    }
+}

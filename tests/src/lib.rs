@@ -3,6 +3,7 @@
 //! process, provider configs, nodes, engine parts, stub HTTP servers, a
 //! recording proxy, moto and a fake Kubernetes API server.
 
+pub mod arm_stub;
 pub mod ec2_proxy;
 pub mod moto;
 
@@ -119,6 +120,8 @@ pub fn maintainer(
 pub struct StubRequest {
     pub method: http::Method,
     pub path: String,
+    /// The query string without its `?` (empty when none).
+    pub query: String,
     pub headers: http::HeaderMap,
     pub body: bytes::Bytes,
 }
@@ -155,6 +158,7 @@ where
                             let request = StubRequest {
                                 method: parts.method,
                                 path: parts.uri.path().to_string(),
+                                query: parts.uri.query().unwrap_or_default().to_string(),
                                 headers: parts.headers,
                                 body,
                             };

@@ -1,8 +1,8 @@
-//! The AWS component takes minutes to build cold (aws-sdk-ec2 is one crate of
-//! over a million lines), so it is kept in the build cache under a key made of
-//! everything it is built from: its sources, the SDK's, the WIT, the
-//! workspace manifest and lockfile, and the toolchain. It is rebuilt (and
-//! linted) only when that key changes.
+//! The cloud provider components take minutes to build cold (aws-sdk-ec2 is
+//! one crate of over a million lines), so each is kept in the build cache
+//! under a key made of everything it is built from: its sources, the SDK's,
+//! the WIT, the workspace manifest and lockfile, and the toolchain. It is
+//! rebuilt (and linted) only when that key changes.
 
 use std::path::{Path, PathBuf};
 
@@ -10,21 +10,22 @@ use sha2::{Digest, Sha256};
 
 use crate::{build_cache, repo_root};
 
-/// What the AWS component is built from, relative to the repository root.
-const INPUTS: &[&str] = &[
-    "providers/aws",
+/// What every provider component is built from besides its own crate,
+/// relative to the repository root.
+const SHARED_INPUTS: &[&str] = &[
     "providers/sdk",
     "wit/0.2.0",
     "providers/Cargo.toml",
     "providers/Cargo.lock",
 ];
 
-/// A cache key: the hex SHA-256 over the toolchain's identity and every input
-/// file (path, length, bytes), in path order.
-pub fn key(toolchain_identity: &str) -> Result<String, String> {
+/// A cache key of the component whose crate is `crate_dir` (`providers/aws`):
+/// the hex SHA-256 over the toolchain's identity and every input file (path,
+/// length, bytes), in path order.
+pub fn key(toolchain_identity: &str, crate_dir: &str) -> Result<String, String> {
     let root = repo_root();
     let mut files = Vec::new();
-    for input in INPUTS {
+    for input in std::iter::once(&crate_dir).chain(SHARED_INPUTS) {
         collect(&root.join(input), &mut files)?;
     }
     files.sort();

@@ -36,9 +36,35 @@ const COMPONENTS: &[(&str, &str)] = &[
 /// so both builds share the target directory without clobbering each other.
 const BUILT_ALONE: &[&str] = &["mock-v0-1-0-provider"];
 
-/// The AWS provider: package, artifact, component name. Built only when its
-/// inputs change (`component_cache`).
-const AWS: (&str, &str, &str) = ("aws-provider", "aws_provider", "aws");
+/// A cloud provider component, built only when its inputs change
+/// (`component_cache`).
+struct Cached {
+    package: &'static str,
+    artifact: &'static str,
+    name: &'static str,
+    /// Its crate, relative to the repository root.
+    crate_dir: &'static str,
+    /// How long a cold build takes on 2 cores, for the message before it.
+    cold_build: &'static str,
+}
+
+const CACHED: &[Cached] = &[
+    Cached {
+        package: "aws-provider",
+        artifact: "aws_provider",
+        name: "aws",
+        crate_dir: "providers/aws",
+        cold_build:
+            "when aws-sdk-ec2 itself is not built yet this takes about 12 minutes on 2 cores",
+    },
+    Cached {
+        package: "azure-provider",
+        artifact: "azure_provider",
+        name: "azure",
+        crate_dir: "providers/azure",
+        cold_build: "about a minute on 2 cores",
+    },
+];
 
 /// Flags for Debian's rustc-web to link wasip2 components.
 const DEBIAN_RUSTFLAGS: &str =
@@ -139,7 +165,10 @@ pub fn components_dir() -> PathBuf {
 pub fn build() -> Result<PathBuf, String> {
     let toolchain = choose_toolchain()?;
     let mut workspace = wasm_cargo(&toolchain, "build")?;
-    workspace.args(["--workspace", "--exclude", AWS.0]);
+    workspace.arg("--workspace");
+    for cached in CACHED {
+        workspace.args(["--exclude", cached.package]);
+    }
     for package in BUILT_ALONE {
         workspace.args(["--exclude", package]);
     }
@@ -155,16 +184,22 @@ pub fn build() -> Result<PathBuf, String> {
             &out.join(format!("{name}.wasm")),
         )?;
     }
-    build_aws(&toolchain, &out)?;
+    for cached in CACHED {
+        build_cached(&toolchain, cached, &out)?;
+    }
     eprintln!("xtask: components in {}", out.display());
     Ok(out)
 }
 
-/// The AWS component from the cache when its inputs have not changed, else
-/// built (the cold build takes minutes: aws-sdk-ec2) and cached.
-fn build_aws(toolchain: &Toolchain, out: &std::path::Path) -> Result<(), String> {
-    let (package, artifact, name) = AWS;
-    let key = component_cache::key(&toolchain_identity(toolchain)?)?;
+/// A cloud provider component from the cache when its inputs have not
+/// changed, else built and cached.
+fn build_cached(
+    toolchain: &Toolchain,
+    cached: &Cached,
+    out: &std::path::Path,
+) -> Result<(), String> {
+    let name = cached.name;
+    let key = component_cache::key(&toolchain_identity(toolchain)?, cached.crate_dir)?;
     let to = out.join(format!("{name}.wasm"));
     if let Some(cached) = component_cache::component(name, &key) {
         eprintln!(
@@ -175,11 +210,12 @@ fn build_aws(toolchain: &Toolchain, out: &std::path::Path) -> Result<(), String>
     }
     eprintln!(
         "xtask: building the {name} component (its inputs changed since the cached build, key {}; \
-         when aws-sdk-ec2 itself is not built yet this takes about 12 minutes on 2 cores)",
-        &key[..16]
+         {})",
+        &key[..16],
+        cached.cold_build
     );
-    run(wasm_cargo(toolchain, "build")?.args(["--package", package]))?;
-    let built = target_dir(toolchain).join(format!("{artifact}.wasm"));
+    run(wasm_cargo(toolchain, "build")?.args(["--package", cached.package]))?;
+    let built = target_dir(toolchain).join(format!("{}.wasm", cached.artifact));
     component_cache::store(name, &key, &built)?;
     copy(&built, &to)
 }
@@ -190,19 +226,13 @@ fn copy(from: &std::path::Path, to: &std::path::Path) -> Result<(), String> {
         .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
 }
 
-/// Clippy over the guest crates, for the target they are built for. The AWS
-/// crate is linted only when its inputs changed since it last passed.
+/// Clippy over the guest crates, for the target they are built for. A cloud
+/// provider's crate is linted only when its inputs changed since it last
+/// passed.
 pub fn clippy() -> Result<(), String> {
     let toolchain = choose_toolchain()?;
-    let key = component_cache::key(&toolchain_identity(&toolchain)?)?;
-    let (package, _, name) = AWS;
-    let lint_aws = !component_cache::linted(name, &key);
-    if !lint_aws {
-        eprintln!(
-            "xtask: clippy passed on {package} with these inputs before (key {})",
-            &key[..16]
-        );
-    }
+    let identity = toolchain_identity(&toolchain)?;
+    let mut to_lint = Vec::new();
     let mut cargo = match toolchain {
         // Debian's rustc-web ships no clippy; lint the guests natively instead.
         Toolchain::Debian => {
@@ -216,18 +246,28 @@ pub fn clippy() -> Result<(), String> {
         Toolchain::Rustup => wasm_cargo(&toolchain, "clippy")?,
     };
     cargo.arg("--workspace");
-    if !lint_aws {
-        cargo.args(["--exclude", package]);
+    for cached in CACHED {
+        let key = component_cache::key(&identity, cached.crate_dir)?;
+        if component_cache::linted(cached.name, &key) {
+            eprintln!(
+                "xtask: clippy passed on {} with these inputs before (key {})",
+                cached.package,
+                &key[..16]
+            );
+            cargo.args(["--exclude", cached.package]);
+        } else {
+            to_lint.push((cached.name, key));
+        }
     }
     run(cargo.args(["--all-targets", "--", "-D", "warnings"]))?;
-    if lint_aws {
+    for (name, key) in to_lint {
         component_cache::mark_linted(name, &key)?;
     }
     Ok(())
 }
 
 /// The guests' own unit tests (address math, faults, the SDK's helpers, the
-/// AWS provider's conversions, error mapping and rate model, the misbehave
+/// AWS and Azure providers' conversions, error mapping and rate models, the misbehave
 /// guest's cloud and lies, the 0.1.0 fixture's conversions), run natively:
 /// only the crates that have them.
 /// The first run builds aws-sdk-ec2 natively (about 9 minutes on 2 cores);
@@ -245,6 +285,8 @@ pub fn unit_tests_command() -> Command {
             "ipam-provider-sdk",
             "--package",
             "aws-provider",
+            "--package",
+            "azure-provider",
             "--package",
             "misbehave-provider",
             "--package",

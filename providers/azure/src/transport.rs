@@ -78,6 +78,8 @@ impl Transport for WasiTransport {
     }
 
     fn sleep(&self, wait: Duration) {
-        wstd::runtime::block_on(wstd::task::sleep(wait.into()));
+        // The timer is made inside the runtime: wstd's sleep registers with
+        // the reactor of the runtime that is current when it is created.
+        wstd::runtime::block_on(async move { wstd::task::sleep(wait.into()).await });
     }
 }

@@ -1,0 +1,550 @@
+//! The Azure component through the host against the ARM stub
+//! (`tests/src/arm_stub.rs`): every operation, a scale-set VM and a
+//! standalone VM each getting addresses and giving them back (the release
+//! Cilium's Azure mode lacks), ARM's errors as WIT variants, the
+//! conformance suite, settings and credentials.
+
+use ipam_tests as common;
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use common::arm_stub::{self, ArmStub, Fault};
+use http::Method;
+use ipam_cloud::credentials::{Credentials, StaticCredentials};
+use ipam_cloud::{CloudApi, CreateInterfaceRequest, IpRequest, ProviderError};
+use ipam_provider_runtime::WasmProvider;
+
+/// The component with `settings`, allowed to reach `endpoint` only, given
+/// `credentials` by the host.
+async fn load(
+    settings: serde_json::Value,
+    endpoint: &str,
+    credentials: Credentials,
+) -> WasmProvider {
+    let mut config = common::config(&settings.to_string());
+    config.limits.timeout = Duration::from_secs(30);
+    config.egress = vec![endpoint.to_string()];
+    config.credentials = std::sync::Arc::new(StaticCredentials(credentials));
+    common::runtime()
+        .load(&common::component("azure"), config)
+        .await
+        .expect("the azure component loads")
+}
+
+fn token(value: &str) -> Credentials {
+    Credentials {
+        values: [("access-token".to_string(), value.to_string())]
+            .into_iter()
+            .collect(),
+        // An hour from now, as Entra's tokens last.
+        expires_at: Some(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970")
+                .as_secs()
+                + 3600,
+        ),
+    }
+}
+
+async fn azure(arm: &ArmStub) -> WasmProvider {
+    load(arm.settings(), &arm.endpoint, token(arm_stub::TOKEN)).await
+}
+
+fn lower(id: &str) -> String {
+    id.to_ascii_lowercase()
+}
+
+/// In the stub's subnet, 10.0.0.0/24.
+fn subnet_contains(address: Ipv4Addr) -> bool {
+    address.octets()[..3] == [10, 0, 0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_read_operation_answers_from_arm() {
+    let arm = ArmStub::start().await;
+    let azure = azure(&arm).await;
+
+    let vpcs = azure.get_vpcs().await.expect("vpcs");
+    assert_eq!(vpcs.len(), 1);
+    assert_eq!(vpcs[0].id, lower(&arm_stub::vnet_id()));
+    assert_eq!(vpcs[0].primary_cidr.to_string(), "10.0.0.0/16");
+
+    let subnets = azure.get_subnets().await.expect("subnets");
+    assert_eq!(subnets.len(), 1);
+    assert_eq!(subnets[0].id, lower(&arm_stub::subnet_id()));
+    assert_eq!(subnets[0].vpc_id, vpcs[0].id);
+    assert_eq!(subnets[0].availability_zone, arm_stub::LOCATION);
+    // 256 less Azure's 5 less the two NICs' configurations.
+    assert_eq!(subnets[0].available_addresses, 249);
+
+    let groups = azure.get_security_groups().await.expect("NSGs");
+    assert_eq!(groups.len(), 1);
+    assert!(
+        groups[0].id.ends_with("/networksecuritygroups/nodes-nsg"),
+        "{}",
+        groups[0].id
+    );
+    assert_eq!(groups[0].vpc_id, vpcs[0].id);
+
+    let mut instances = azure.get_instances(&[]).await.expect("instances");
+    instances.sort_by(|a, b| a.id.cmp(&b.id));
+    let ids: Vec<&str> = instances.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            lower(&arm_stub::vm_id()),
+            lower(&arm_stub::scale_set_vm_id())
+        ]
+    );
+    let (vm, scale_set_vm) = (&instances[0], &instances[1]);
+    assert_eq!(vm.instance_type, arm_stub::VM_SIZE);
+    assert_eq!(scale_set_vm.instance_type, arm_stub::SCALE_SET_VM_SIZE);
+    assert_eq!(scale_set_vm.availability_zone, arm_stub::LOCATION);
+    let nic = &scale_set_vm.interfaces[0];
+    assert_eq!(nic.id, arm_stub::scale_set_nic_id());
+    assert_eq!(nic.index, 0);
+    assert_eq!(nic.mac, "00:0d:3a:00:00:01");
+    assert_eq!(nic.primary_ip, Ipv4Addr::new(10, 0, 0, 4));
+    assert!(nic.addresses.is_empty());
+    assert_eq!(nic.subnet_id, subnets[0].id);
+    assert_eq!(nic.instance_id.as_deref(), Some(scale_set_vm.id.as_str()));
+    assert_eq!(vm.interfaces[0].id, arm_stub::vm_nic_id());
+    assert_eq!(vm.interfaces[0].primary_ip, Ipv4Addr::new(10, 0, 0, 5));
+
+    // Named instances, whatever the case of the id; unknown ones left out.
+    let named = azure
+        .get_instances(&[arm_stub::vm_id(), "/subscriptions/x/nothing".into()])
+        .await
+        .expect("named instances");
+    assert_eq!(named.len(), 1);
+    assert_eq!(named[0].id, lower(&arm_stub::vm_id()));
+
+    let limits = azure
+        .get_instance_limits(arm_stub::SCALE_SET_VM_SIZE)
+        .await
+        .expect("limits");
+    assert_eq!(
+        (
+            limits.max_interfaces,
+            limits.ipv4_per_interface,
+            limits.prefix_delegation
+        ),
+        (2, 256, false)
+    );
+    let unknown = azure
+        .get_instance_limits("Standard_Nope")
+        .await
+        .expect_err("unknown size");
+    assert_eq!(unknown.response_code(), "not-found", "{unknown}");
+    assert!(azure
+        .get_detached_interfaces(&[])
+        .await
+        .expect("none")
+        .is_empty());
+
+    // Every request carried the host's token; scale-set NICs were listed at
+    // the api-version ARM serves them at.
+    let seen = arm.seen();
+    assert!(seen
+        .iter()
+        .all(|s| s.authorization.as_deref() == Some(&format!("Bearer {}", arm_stub::TOKEN))));
+    let scale_set_nics = seen
+        .iter()
+        .find(|s| {
+            s.path
+                .ends_with("/virtualMachineScaleSets/pool/networkInterfaces")
+        })
+        .expect("the scale set's NICs were listed");
+    assert!(
+        scale_set_nics.query.contains("api-version=2018-10-01"),
+        "{}",
+        scale_set_nics.query
+    );
+    // The standalone NICs came a page at a time.
+    let pages = seen
+        .iter()
+        .filter(|s| s.path.ends_with("/Microsoft.Network/networkInterfaces"))
+        .count();
+    assert!(pages >= 2, "{pages} pages");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interfaces_are_neither_created_nor_deleted() {
+    let arm = ArmStub::start().await;
+    let azure = azure(&arm).await;
+    let caps = azure.info().capabilities;
+    assert!(!caps.create_interface && !caps.delete_interface && !caps.prefixes);
+    assert!(caps.release);
+    let request = CreateInterfaceRequest {
+        instance_id: lower(&arm_stub::vm_id()),
+        index: 1,
+        subnet_id: lower(&arm_stub::subnet_id()),
+        security_groups: vec![],
+        description: "test".into(),
+        tags: vec![],
+        delete_on_termination: true,
+        ipv4_count: 1,
+        use_prefixes: false,
+    };
+    let refused = azure
+        .create_interface(&request)
+        .await
+        .expect_err("no create-interface");
+    assert_eq!(refused.response_code(), "invalid-argument", "{refused}");
+    let refused = azure
+        .delete_interface(&arm_stub::vm_nic_id())
+        .await
+        .expect_err("no delete-interface");
+    assert_eq!(refused.response_code(), "invalid-argument", "{refused}");
+    let refused = azure
+        .assign_ips(&arm_stub::vm_nic_id(), IpRequest::Prefixes(1))
+        .await
+        .expect_err("no prefixes");
+    assert_eq!(refused.response_code(), "invalid-argument", "{refused}");
+    assert!(
+        arm.seen().iter().all(|s| s.method == Method::GET),
+        "nothing was written"
+    );
+}
+
+async fn secondaries(azure: &WasmProvider, nic_id: &str) -> Vec<Ipv4Addr> {
+    let instances = azure.get_instances(&[]).await.expect("instances");
+    instances
+        .iter()
+        .flat_map(|i| &i.interfaces)
+        .find(|n| n.id == nic_id)
+        .map(|n| n.addresses.clone())
+        .unwrap_or_else(|| panic!("{nic_id} is listed"))
+}
+
+fn puts(arm: &ArmStub) -> Vec<arm_stub::Seen> {
+    arm.seen()
+        .into_iter()
+        .filter(|s| s.method == Method::PUT)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_set_vm_gets_addresses_and_gives_them_back() {
+    let arm = ArmStub::start().await;
+    let azure = azure(&arm).await;
+    let nic = arm_stub::scale_set_nic_id();
+
+    let assigned = azure
+        .assign_ips(&nic, IpRequest::Addresses(2))
+        .await
+        .expect("assigned");
+    assert_eq!(assigned.addresses.len(), 2);
+    assert!(assigned.prefixes.is_empty());
+    assert!(
+        assigned.addresses.iter().all(|a| subnet_contains(*a)),
+        "{:?}",
+        assigned.addresses
+    );
+    let mut listed = secondaries(&azure, &nic).await;
+    listed.sort();
+    let mut want = assigned.addresses.clone();
+    want.sort();
+    assert_eq!(listed, want);
+
+    // One PUT of the VM's model, under the etag it was read with, without
+    // the gallery image reference (the stub refuses it, as ARM does).
+    let written = puts(&arm);
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].path, arm_stub::scale_set_vm_id());
+    assert_eq!(written[0].if_match.as_deref(), Some("\"1\""));
+    let model = arm.scale_set_vm();
+    let configs = &model["properties"]["networkProfileConfiguration"]
+        ["networkInterfaceConfigurations"][0]["properties"]["ipConfigurations"];
+    let names: Vec<&str> = configs
+        .as_array()
+        .expect("configs")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names.len(), 3);
+    assert!(
+        names[1].starts_with("Cilium-") && names[2].starts_with("Cilium-"),
+        "{names:?}"
+    );
+    assert_eq!(
+        configs[1]["properties"]["subnet"]["id"],
+        arm_stub::subnet_id()
+    );
+    assert_eq!(
+        configs[1]["properties"]["applicationSecurityGroups"],
+        configs[0]["properties"]["applicationSecurityGroups"]
+    );
+
+    // Give one back; again is a no-op that writes nothing.
+    let released = assigned.addresses[0];
+    azure
+        .unassign_ips(&nic, &[released], &[])
+        .await
+        .expect("released");
+    assert_eq!(secondaries(&azure, &nic).await, [assigned.addresses[1]]);
+    arm.forget_seen();
+    azure
+        .unassign_ips(&nic, &[released], &[])
+        .await
+        .expect("released again");
+    assert!(puts(&arm).is_empty(), "nothing left to write");
+    let primary = azure
+        .unassign_ips(&nic, &[Ipv4Addr::new(10, 0, 0, 4)], &[])
+        .await
+        .expect_err("the primary address stays");
+    assert_eq!(primary.response_code(), "invalid-argument", "{primary}");
+    azure
+        .unassign_ips(&nic, &[assigned.addresses[1]], &[])
+        .await
+        .expect("released");
+    assert!(secondaries(&azure, &nic).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_vm_gets_addresses_and_gives_them_back() {
+    let arm = ArmStub::start().await;
+    let azure = azure(&arm).await;
+    let nic = arm_stub::vm_nic_id();
+
+    let assigned = azure
+        .assign_ips(&nic, IpRequest::Addresses(3))
+        .await
+        .expect("assigned");
+    assert_eq!(assigned.addresses.len(), 3);
+    let mut held = arm.nic_addresses(&nic);
+    held.sort();
+    let mut want = assigned.addresses.clone();
+    want.push(Ipv4Addr::new(10, 0, 0, 5));
+    want.sort();
+    assert_eq!(
+        held, want,
+        "what ARM holds is what was answered, and the primary"
+    );
+    let written = puts(&arm);
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].path, nic);
+    assert_eq!(written[0].if_match.as_deref(), Some("W/\"1\""));
+    // The operation was polled to completion before the answer.
+    assert!(arm.seen().iter().any(|s| s.path.contains("/operations/")));
+
+    azure
+        .unassign_ips(&nic, &assigned.addresses[..2], &[])
+        .await
+        .expect("released");
+    assert_eq!(secondaries(&azure, &nic).await, [assigned.addresses[2]]);
+    azure
+        .unassign_ips(&nic, &assigned.addresses[..2], &[])
+        .await
+        .expect("released again: idempotent");
+    assert_eq!(puts(&arm).len(), 2, "the repeat wrote nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arms_errors_become_the_wit_variants() {
+    let arm = ArmStub::start().await;
+    let azure = azure(&arm).await;
+    let vm_nic = arm_stub::vm_nic_id();
+    let scale_set_nic = arm_stub::scale_set_nic_id();
+
+    arm.fault(Fault::Status {
+        method: Method::GET,
+        status: 429,
+        code: "TooManyRequests",
+        retry_after: Some(7),
+    });
+    let error = azure.get_vpcs().await.expect_err("throttled");
+    assert_eq!(
+        error.provider_error(),
+        Some(&ProviderError::Throttled(Duration::from_secs(7))),
+        "{error}"
+    );
+
+    arm.fault(Fault::Status {
+        method: Method::PUT,
+        status: 409,
+        code: "AnotherOperationInProgress",
+        retry_after: Some(2),
+    });
+    let error = azure
+        .assign_ips(&vm_nic, IpRequest::Addresses(1))
+        .await
+        .expect_err("busy");
+    assert_eq!(
+        error.provider_error(),
+        Some(&ProviderError::Throttled(Duration::from_secs(2))),
+        "{error}"
+    );
+
+    // Another writer changed the NIC between the read and the write: the
+    // etag no longer matches, and nothing is lost.
+    arm.fault(Fault::ChangedBeforePut);
+    let error = azure
+        .assign_ips(&vm_nic, IpRequest::Addresses(1))
+        .await
+        .expect_err("changed");
+    assert_eq!(error.response_code(), "conflict", "{error}");
+    assert_eq!(
+        arm.nic_addresses(&vm_nic).len(),
+        1,
+        "the conflicting write changed nothing"
+    );
+    arm.fault(Fault::ChangedBeforePut);
+    let error = azure
+        .assign_ips(&scale_set_nic, IpRequest::Addresses(1))
+        .await
+        .expect_err("changed");
+    assert_eq!(error.response_code(), "conflict", "{error}");
+
+    for (status, code, want) in [
+        (401, "InvalidAuthenticationToken", "unauthorized"),
+        (403, "AuthorizationFailed", "unauthorized"),
+        (500, "InternalServerError", "transient"),
+        (503, "ServiceUnavailable", "transient"),
+    ] {
+        arm.fault(Fault::Status {
+            method: Method::GET,
+            status,
+            code,
+            retry_after: None,
+        });
+        let error = azure.get_subnets().await.expect_err(code);
+        assert_eq!(error.response_code(), want, "{status} {code}: {error}");
+    }
+
+    let missing = vm_nic.replace(arm_stub::VM_NIC, "gone-nic");
+    let error = azure
+        .assign_ips(&missing, IpRequest::Addresses(1))
+        .await
+        .expect_err("no NIC");
+    assert_eq!(error.response_code(), "not-found", "{error}");
+    let error = azure
+        .assign_ips("eni-123", IpRequest::Addresses(1))
+        .await
+        .expect_err("not an ARM id");
+    assert_eq!(error.response_code(), "not-found", "{error}");
+
+    // Past 256 configurations: refused before anything is written.
+    arm.forget_seen();
+    let error = azure
+        .assign_ips(&vm_nic, IpRequest::Addresses(256))
+        .await
+        .expect_err("too many");
+    assert_eq!(error.response_code(), "address-limit", "{error}");
+    assert!(puts(&arm).is_empty());
+
+    // A full subnet: ARM refuses the NIC's PUT, and fails the scale-set
+    // VM's operation.
+    arm.fill_subnet(0);
+    let error = azure
+        .assign_ips(&vm_nic, IpRequest::Addresses(1))
+        .await
+        .expect_err("full");
+    assert_eq!(error.response_code(), "subnet-full", "{error}");
+    arm.fail_next_operation("SubnetIsFull");
+    let error = azure
+        .assign_ips(&scale_set_nic, IpRequest::Addresses(1))
+        .await
+        .expect_err("full");
+    assert_eq!(error.response_code(), "subnet-full", "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_passes() {
+    let arm = ArmStub::start().await;
+    let azure = azure(&arm).await;
+    let report = ipam_cloud::conformance::run(&azure, &mut |_| {}).await;
+    for check in &report.checks {
+        println!("{check}");
+    }
+    let failures: Vec<_> = report.failures().collect();
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(report.not_run(), 0, "none was left unrun");
+    assert!(report.passed() >= 5, "{} passed", report.passed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_access_token_every_call_is_unauthorized_before_any_request() {
+    let arm = ArmStub::start().await;
+    let aws_keys = Credentials {
+        values: [("access-key-id".to_string(), "AKID".to_string())]
+            .into_iter()
+            .collect(),
+        expires_at: None,
+    };
+    let expired = Credentials {
+        expires_at: Some(1),
+        ..token(arm_stub::TOKEN)
+    };
+    for credentials in [Credentials::default(), aws_keys, expired] {
+        let azure = load(arm.settings(), &arm.endpoint, credentials.clone()).await;
+        let error = azure.get_vpcs().await.expect_err("no token");
+        assert_eq!(
+            error.response_code(),
+            "unauthorized",
+            "{credentials:?}: {error}"
+        );
+    }
+    assert!(arm.seen().is_empty(), "nothing was sent");
+    // A token ARM does not accept is ARM's 401.
+    let azure = load(arm.settings(), &arm.endpoint, token("not-the-token")).await;
+    let error = azure.get_vpcs().await.expect_err("refused token");
+    assert_eq!(error.response_code(), "unauthorized", "{error}");
+    assert_eq!(arm.seen().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_off_the_allow_list_is_refused_by_the_host() {
+    let arm = ArmStub::start().await;
+    let azure = load(arm.settings(), "http://127.0.0.2:9", token(arm_stub::TOKEN)).await;
+    let error = azure.get_vpcs().await.expect_err("egress refused");
+    assert_eq!(error.response_code(), "egress-denied", "{error}");
+    assert!(arm.seen().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_settings_are_refused_with_what_is_wrong() {
+    let good = serde_json::json!({
+        "subscription": arm_stub::SUBSCRIPTION,
+        "location": "eastus",
+        "resource-groups": ["rg"],
+    });
+    let with = |key: &str, value: serde_json::Value| {
+        let mut settings = good.clone();
+        settings[key] = value;
+        settings
+    };
+    let cases = [
+        (serde_json::json!({}), "subscription"),
+        (with("subscription", "not-a-guid".into()), "subscription"),
+        (with("resource-group", "rg".into()), "resource-group"),
+        (
+            with("arm-endpoint", "management.azure.com".into()),
+            "arm-endpoint",
+        ),
+        (
+            with("api-versions", serde_json::json!({"network": "latest"})),
+            "api-versions.network",
+        ),
+        (
+            with("api-versions", serde_json::json!({"storage": "2024-01-01"})),
+            "api-versions.storage",
+        ),
+    ];
+    for (settings, mentions) in cases {
+        let mut config = common::config(&settings.to_string());
+        config.limits.timeout = Duration::from_secs(30);
+        let error = common::runtime()
+            .load(&common::component("azure"), config)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{settings} was accepted"));
+        let text = format!("{error:#}");
+        assert!(
+            text.contains("invalid argument") && text.contains(mentions),
+            "{settings}: {text}"
+        );
+    }
+}

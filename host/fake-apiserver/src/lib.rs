@@ -284,7 +284,9 @@ impl FakeApiServer {
     /// network namespace, where the process under test runs); its address.
     /// Must be called within a tokio runtime.
     pub fn serve_http_on(&self, listener: std::net::TcpListener) -> std::net::SocketAddr {
-        listener.set_nonblocking(true).expect("a non-blocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("a non-blocking listener");
         let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
         let address = listener.local_addr().expect("address");
         let server = self.clone();

@@ -65,13 +65,22 @@ async fn used_is_published_and_the_handshake_is_answered_as_cilium_agent_does() 
     assert_eq!(address(&a), "10.0.1.10");
     match &a {
         AgentResponse::Allocated(allocation) => {
-            assert_eq!(allocation.address.to_string(), "10.0.1.10/24", "the subnet's prefix");
-            assert_eq!(allocation.gateway, Some("10.0.1.1".parse().unwrap()), "the subnet's router");
+            assert_eq!(
+                allocation.address.to_string(),
+                "10.0.1.10/24",
+                "the subnet's prefix"
+            );
+            assert_eq!(
+                allocation.gateway,
+                Some("10.0.1.1".parse().unwrap()),
+                "the subnet's router"
+            );
         }
         _ => unreachable!(),
     }
     until_node(&server, "a published", |n| {
-        n["status"]["ipam"]["used"]["10.0.1.10"] == json!({"owner": "default/a", "resource": "eni-1"})
+        n["status"]["ipam"]["used"]["10.0.1.10"]
+            == json!({"owner": "default/a", "resource": "eni-1"})
     })
     .await;
 
@@ -99,13 +108,21 @@ async fn used_is_published_and_the_handshake_is_answered_as_cilium_agent_does() 
         node["status"]["ipam"]["release-ips"]["10.0.1.11"] = json!("released");
     });
     until_node(&server, "released entry removed", |n| {
-        n["status"]["ipam"]["release-ips"].get("10.0.1.11").is_none()
+        n["status"]["ipam"]["release-ips"]
+            .get("10.0.1.11")
+            .is_none()
     })
     .await;
 
     // DEL takes the address out of used; a second DEL is fine.
     for _ in 0..2 {
-        let done = request(socket.clone(), AgentRequest::Del { attachment: attachment("ca") }).await;
+        let done = request(
+            socket.clone(),
+            AgentRequest::Del {
+                attachment: attachment("ca"),
+            },
+        )
+        .await;
         assert_eq!(done, AgentResponse::Done);
     }
     let node = until_node(&server, "a unpublished", |n| {
@@ -131,13 +148,26 @@ async fn used_is_published_and_the_handshake_is_answered_as_cilium_agent_does() 
                 ipam.keys().all(|k| k == "used" || k == "release-ips"),
                 "{body}"
             );
-            assert_eq!(body["status"].as_object().map(|o| o.len()), Some(1), "{body}");
+            assert_eq!(
+                body["status"].as_object().map(|o| o.len()),
+                Some(1),
+                "{body}"
+            );
         } else {
-            assert!(body.get("status").is_none(), "the registration names no status: {body}");
+            assert!(
+                body.get("status").is_none(),
+                "the registration names no status: {body}"
+            );
         }
     }
     let metrics = setup.metrics(None);
-    assert!(metrics.contains("ipam_agent_cni_requests_total{command=\"ADD\",result=\"ok\"} 2"), "{metrics}");
-    assert!(metrics.contains("ipam_agent_handshake_answers_total{answer=\"ready-for-release\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("ipam_agent_cni_requests_total{command=\"ADD\",result=\"ok\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ipam_agent_handshake_answers_total{answer=\"ready-for-release\"} 1"),
+        "{metrics}"
+    );
     kill(&mut agent);
 }

@@ -3,6 +3,9 @@
 //! it inside network namespaces they make (as root, failing loudly
 //! otherwise).
 
+mod cni_chain;
+mod crash;
 mod handshake;
+mod node_ns;
 mod registration;
 mod support;

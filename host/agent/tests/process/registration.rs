@@ -14,7 +14,12 @@ const MAC: &str = "0e:12:34:56:78:9a";
 /// IMDSv2: a token from PUT /latest/api/token (with its TTL header), then
 /// GETs carrying it; 401 without it.
 fn imdsv2(method: &str, target: &str, headers: &[(String, String)]) -> (u16, String) {
-    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
     if method == "PUT" && target == "/latest/api/token" {
         return match header("x-aws-ec2-metadata-token-ttl-seconds") {
             Some(_) => (200, TOKEN.into()),
@@ -59,7 +64,10 @@ async fn an_aws_node_registers_from_imdsv2_with_its_selection_and_owner() {
     );
     let mut agent = setup.start(None);
     setup.wait_ready(None, &mut agent);
-    let node = until_node(&server, "registered", |n| n["spec"]["instance-id"] != json!(null)).await;
+    let node = until_node(&server, "registered", |n| {
+        n["spec"]["instance-id"] != json!(null)
+    })
+    .await;
     let spec = &node["spec"];
     assert_eq!(spec["instance-id"], "i-0123456789abcdef0");
     assert_eq!(spec["eni"]["instance-type"], "m5.large");
@@ -94,16 +102,26 @@ async fn an_azure_node_registers_from_imds_and_an_existing_node_keeps_the_operat
         if method == "GET" && target.starts_with("/metadata/instance?") && metadata {
             (200, document.to_string())
         } else {
-            (400, "{\"error\":\"Bad request. Required metadata header not specified\"}".into())
+            (
+                400,
+                "{\"error\":\"Bad request. Required metadata header not specified\"}".into(),
+            )
         }
     });
     let setup = AgentSetup::new(
         api,
-        &["--cloud=azure", &format!("--imds-endpoint=http://{imds}"), "--routing=false"],
+        &[
+            "--cloud=azure",
+            &format!("--imds-endpoint=http://{imds}"),
+            "--routing=false",
+        ],
     );
     let mut agent = setup.start(None);
     setup.wait_ready(None, &mut agent);
-    let node = until_node(&server, "registered", |n| n["spec"]["instance-id"] != json!(null)).await;
+    let node = until_node(&server, "registered", |n| {
+        n["spec"]["instance-id"] != json!(null)
+    })
+    .await;
     assert_eq!(
         node["spec"]["instance-id"],
         "/subscriptions/8d10da13-8125-4ba9-a717-bf7490507b3d/resourcegroups/mc_rg-aks_aks-prod_westeurope/providers/microsoft.compute/virtualmachinescalesets/aks-nodepool1-10706209-vmss/virtualmachines/3",

@@ -130,7 +130,7 @@ impl AgentSetup {
 
     /// Start the agent, inside `ns` when given (a child forked from a
     /// thread in the namespace lives in it).
-    pub fn start(&self, ns: Option<&NetNs>) -> Child {
+    pub fn start(&self, ns: Option<&NetNs>) -> Running {
         let spawn = || {
             Command::new(agent_binary())
                 .args(&self.args)
@@ -140,10 +140,10 @@ impl AgentSetup {
                 .spawn()
                 .expect("start ipam-agent")
         };
-        match ns {
+        Running(match ns {
             Some(ns) => ns.run(spawn).expect("enter the namespace"),
             None => spawn(),
-        }
+        })
     }
 
     /// Wait until /readyz answers 200 (from inside `ns` when given).
@@ -161,7 +161,10 @@ impl AgentSetup {
             if matches!(answer, Some((200, _))) {
                 return;
             }
-            assert!(Instant::now() < deadline, "the agent was not ready within 30 s");
+            assert!(
+                Instant::now() < deadline,
+                "the agent was not ready within 30 s"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -169,7 +172,9 @@ impl AgentSetup {
     pub fn metrics(&self, ns: Option<&NetNs>) -> String {
         let health = self.health.clone();
         let answer = match ns {
-            Some(ns) => ns.run(move || http_get(&health, "/metrics")).expect("netns"),
+            Some(ns) => ns
+                .run(move || http_get(&health, "/metrics"))
+                .expect("netns"),
             None => http_get(&health, "/metrics"),
         };
         answer.expect("the metrics page").1
@@ -177,7 +182,11 @@ impl AgentSetup {
 }
 
 /// Wait until `check` holds on the fake server's CiliumNode.
-pub async fn until_node(server: &FakeApiServer, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+pub async fn until_node(
+    server: &FakeApiServer,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Some(node) = server.get(CILIUMNODES, NODE) {
@@ -243,6 +252,29 @@ pub fn http_stub(
         }
     });
     address
+}
+
+/// A running agent, killed when dropped (a failing test must not leave it
+/// holding the test's output open).
+pub struct Running(pub Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        kill(&mut self.0);
+    }
 }
 
 /// SIGKILL and reap.

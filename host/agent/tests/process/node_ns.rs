@@ -32,6 +32,11 @@ impl NodeNs {
     /// A node whose pool holds `addresses` addresses; the agent is not
     /// started yet.
     pub async fn new(addresses: u8, extra: &[&str]) -> Self {
+        Self::new_with_pool(pool(addresses), extra).await
+    }
+
+    /// A node whose pool holds `addresses` (all on eni-1).
+    pub async fn new_with_pool(addresses: Vec<String>, extra: &[&str]) -> Self {
         ipam_netns::require_root();
         assert!(
             std::path::Path::new(PTP).exists(),
@@ -64,7 +69,7 @@ impl NodeNs {
         let server = FakeApiServer::default();
         let api = server.serve_http_on(listener);
         server.put(NODES, node_object());
-        server.put(CILIUMNODES, cilium_node(&pool(addresses)));
+        server.put(CILIUMNODES, cilium_node(&addresses));
         let mut flags = vec!["--instance-id=i-1"];
         flags.extend_from_slice(extra);
         let setup = AgentSetup::new(api, &flags);

@@ -162,7 +162,7 @@ impl StateFile {
                 .collect(),
         };
         // Serialising plain strings cannot fail.
-        let bytes = serde_json::to_vec_pretty(&document).unwrap_or_default();
+        let bytes = serde_json::to_vec(&document).unwrap_or_default();
         let temporary = self.dir.join(format!(".{FILE_NAME}.tmp"));
         let mut file = OpenOptions::new()
             .write(true)

@@ -132,8 +132,7 @@ async fn a_client_secret_token_reaches_the_guest() {
 async fn a_managed_identity_token_reaches_the_guest() {
     let imds = token_endpoint(
         |r| {
-            r.path
-                .starts_with("/metadata/identity/oauth2/token?api-version=2018-02-01")
+            r.path == "/metadata/identity/oauth2/token"
                 && r.headers.get("metadata").is_some_and(|v| v == "true")
         },
         "arm-token-managed-identity",

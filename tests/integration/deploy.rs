@@ -223,7 +223,9 @@ fn every_overlay_renders_least_privilege_locked_down_objects() {
         "metadata.annotations",
     );
     assert!(
-        annotations.get("azure.workload.identity/client-id").is_some(),
+        annotations
+            .get("azure.workload.identity/client-id")
+            .is_some(),
         "workload identity on the azure overlay: {annotations:?}"
     );
     assert_eq!(
@@ -237,7 +239,9 @@ fn every_overlay_renders_least_privilege_locked_down_objects() {
     );
     assert_eq!(env(&azure, "IPAM_CREDENTIALS_SOURCE"), Some("azure"));
     assert!(
-        azure.iter().all(|o| get(o, "kind").as_str() != Some("Secret")),
+        azure
+            .iter()
+            .all(|o| get(o, "kind").as_str() != Some("Secret")),
         "no static credentials on the azure overlay"
     );
     // The cloud decides the rate model the engine keeps to: EC2's buckets

@@ -496,8 +496,11 @@ async fn an_azure_mode_node_gets_status_azure_interfaces() {
     maintainer.maintain("aks-1", 0).await.unwrap();
     let written = server.get(CILIUMNODES, "aks-1").unwrap();
     let nic = &written["status"]["azure"]["interfaces"][0];
-    assert_eq!(nic["CIDR"], "10.0.0.0/24", "{written}");
+    // The current CRD's names, and the obsolete GatewayIP for older agents.
+    assert_eq!(nic["cidr"], "10.0.0.0/24", "{written}");
+    assert_eq!(nic["gateway"], "10.0.0.1");
     assert_eq!(nic["GatewayIP"], "10.0.0.1");
+    assert!(nic.get("CIDR").is_none(), "{written}");
     assert_eq!(
         nic["addresses"].as_array().map(Vec::len),
         Some(5),

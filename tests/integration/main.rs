@@ -9,6 +9,7 @@ mod aws_credentials;
 mod aws_ec2_stub;
 mod aws_moto;
 mod azure_arm_stub;
+mod azure_credentials;
 mod deploy;
 mod egress_tls;
 mod endpoint_gc;

@@ -134,6 +134,7 @@ fn test() -> Result<(), String> {
     let moto_python = setup::ensure_moto(&build_cache())?;
     setup::ensure_kubectl()?;
     setup::ensure_debian_packages(setup::ETCD_PACKAGES)?;
+    setup::ensure_debian_packages(setup::AGENT_TEST_PACKAGES)?;
     let helm = setup::ensure_helm(&build_cache())?;
     run(host_cargo().args(["fmt", "--all", "--check"]))?;
     run(Command::new("cargo")
@@ -166,6 +167,8 @@ fn test() -> Result<(), String> {
 }
 
 fn bench() -> Result<(), String> {
+    // The agent's bench runs the plugin binary beside its own.
+    run(host_cargo().args(["build", "--release", "--package", "ipam-cni"]))?;
     run(host_cargo().args([
         "bench",
         "--package",
@@ -174,5 +177,7 @@ fn bench() -> Result<(), String> {
         "ipam-tests",
         "--package",
         "ipam-kvstore",
+        "--package",
+        "ipam-agent",
     ]))
 }

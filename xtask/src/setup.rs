@@ -85,6 +85,11 @@ pub const HOST_BUILD_PACKAGES: &[&str] = &["protobuf-compiler", "libprotobuf-dev
 /// each test on 127.0.0.1.
 pub const ETCD_PACKAGES: &[&str] = &["etcd-server"];
 
+/// What the node agent's tests run: the reference ptp plugin
+/// (`/usr/lib/cni/ptp`, chained with `ipam-cni` in network namespaces) and
+/// `ip` (the namespace tests check `ip -netns` sees what they make).
+pub const AGENT_TEST_PACKAGES: &[&str] = &["containernetworking-plugins", "iproute2"];
+
 /// `kubectl` (with its built-in kustomize) for the deploy tests: Debian's
 /// package when no kubectl is on the PATH.
 pub fn ensure_kubectl() -> Result<(), String> {

@@ -22,17 +22,9 @@ use crate::metrics::AgentMetrics;
 use crate::routing::{wanted_route, wanted_routes, RouteTable};
 use crate::state_file::{StateFile, StateFileError};
 
-/// The gateway pods are told to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodGateway {
-    /// The router of the address's subnet, as cilium-agent answers.
-    Subnet,
-    /// A fixed address (e.g. 169.254.1.1 for a ptp chain, which puts the
-    /// gateway on the host side of every pod's veth).
-    Fixed(IpAddr),
-}
-
-/// An address given to an attachment, with where it lives.
+/// An address given to an attachment, with where it lives and its
+/// gateway: the router of its subnet, as cilium-agent answers (a chained
+/// ptp or bridge plugin puts that address on the host side).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Granted {
     pub ip: IpAddr,
@@ -77,7 +69,6 @@ pub struct Allocator {
     inner: Mutex<Inner>,
     state: StateFile,
     routes: Arc<dyn RouteTable>,
-    gateway: PodGateway,
     metrics: Arc<AgentMetrics>,
     /// Wakes the status publisher.
     changed: Arc<Notify>,
@@ -102,14 +93,12 @@ impl Allocator {
         node: CiliumNode,
         state: StateFile,
         routes: Arc<dyn RouteTable>,
-        gateway: PodGateway,
         metrics: Arc<AgentMetrics>,
     ) -> Self {
         Self {
             inner: Mutex::new(Inner { node, allocations }),
             state,
             routes,
-            gateway,
             metrics,
             changed: Arc::new(Notify::new()),
             pause_after_save: None,
@@ -169,13 +158,9 @@ impl Allocator {
 
     fn granted(&self, node: &CiliumNode, ip: IpAddr, resource: Option<&str>) -> Granted {
         let placement = placement(node, resource, ip);
-        let gateway = match self.gateway {
-            PodGateway::Fixed(gateway) => Some(gateway),
-            PodGateway::Subnet => placement.as_ref().and_then(|p| p.gateway),
-        };
         Granted {
             ip,
-            gateway,
+            gateway: placement.as_ref().and_then(|p| p.gateway),
             placement,
         }
     }
@@ -266,7 +251,9 @@ impl Allocator {
             .reconcile(&wanted)
             .await
             .map_err(|e| AllocatorError::Routes {
-                ip: removed.first().map_or(IpAddr::from([0, 0, 0, 0]), |(ip, _)| *ip),
+                ip: removed
+                    .first()
+                    .map_or(IpAddr::from([0, 0, 0, 0]), |(ip, _)| *ip),
                 message: e.to_string(),
             })
     }
@@ -369,7 +356,9 @@ pub fn status_patch(node: &CiliumNode, allocations: &Allocations) -> Option<Valu
     for (ip, answer) in answers(node, in_use) {
         release.insert(
             ip,
-            answer.map_or(Value::Null, |state| Value::String(state.as_str().to_string())),
+            answer.map_or(Value::Null, |state| {
+                Value::String(state.as_str().to_string())
+            }),
         );
     }
     if used.is_empty() && release.is_empty() {
@@ -389,9 +378,9 @@ pub fn status_patch(node: &CiliumNode, allocations: &Allocations) -> Option<Valu
 mod tests {
     use super::*;
     use crate::routing::RouteError;
-    use ipam_node_routes::PodRoute;
     use async_trait::async_trait;
     use ipam_ciliumnode::{EniInterface, EniSubnet};
+    use ipam_node_routes::PodRoute;
 
     /// Records what the allocator asked of the routes.
     #[derive(Default)]
@@ -467,7 +456,6 @@ mod tests {
             node(ips),
             state.clone(),
             routes.clone(),
-            PodGateway::Subnet,
             Arc::new(AgentMetrics::new()),
         );
         Fixture {
@@ -483,7 +471,10 @@ mod tests {
         let f = fixture(&["10.0.1.5", "10.0.1.6"], Allocations::new());
         let a = f.allocator.add(holder("a")).await.unwrap();
         assert_eq!(a.gateway, Some("10.0.1.1".parse().unwrap()));
-        assert!(f.state.load().unwrap().contains_key(&a.ip), "saved before the answer");
+        assert!(
+            f.state.load().unwrap().contains_key(&a.ip),
+            "saved before the answer"
+        );
         assert_eq!(f.routes.installed.lock().unwrap()[0].interface_number, 1);
         let again = f.allocator.add(holder("a")).await.unwrap();
         assert_eq!(again.ip, a.ip, "a retried ADD gets the same address");
@@ -502,7 +493,10 @@ mod tests {
         assert_eq!(f.allocator.check("a", "eth0").await.unwrap().ip, a.ip);
         f.allocator.del("a", "eth0").await.unwrap();
         f.allocator.del("a", "eth0").await.unwrap();
-        assert_eq!(f.allocator.check("a", "eth0").await.unwrap_err().cni_code(), 3);
+        assert_eq!(
+            f.allocator.check("a", "eth0").await.unwrap_err().cni_code(),
+            3
+        );
         assert_eq!(
             f.routes.reconciled.lock().unwrap().last().unwrap().len(),
             1,
@@ -537,7 +531,11 @@ mod tests {
             }}})
         );
         f.allocator.patched(&patch).await;
-        assert_eq!(f.allocator.status_patch().await, None, "in step after the patch");
+        assert_eq!(
+            f.allocator.status_patch().await,
+            None,
+            "in step after the patch"
+        );
     }
 
     #[tokio::test]

@@ -2,12 +2,11 @@
 //! DaemonSet sets them.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
-use crate::allocator::PodGateway;
 use crate::register::{InterfaceSelection, Watermarks};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -38,7 +37,11 @@ pub struct Cli {
     #[arg(long, env = "IPAM_CLOUD", value_enum, default_value_t = CloudArg::None)]
     pub cloud: CloudArg,
     /// The instance metadata service.
-    #[arg(long, env = "IPAM_IMDS_ENDPOINT", default_value = "http://169.254.169.254")]
+    #[arg(
+        long,
+        env = "IPAM_IMDS_ENDPOINT",
+        default_value = "http://169.254.169.254"
+    )]
     pub imds_endpoint: String,
     /// The instance facts, instead of (or over) the metadata service's.
     #[arg(long, env = "IPAM_INSTANCE_ID")]
@@ -77,10 +80,18 @@ pub struct Cli {
     pub max_above_watermark: Option<u32>,
     /// Where the allocations are saved (on a hostPath, so they survive the
     /// agent's pod).
-    #[arg(long, env = "IPAM_AGENT_STATE_DIR", default_value = "/var/lib/ipam-agent")]
+    #[arg(
+        long,
+        env = "IPAM_AGENT_STATE_DIR",
+        default_value = "/var/lib/ipam-agent"
+    )]
     pub state_dir: PathBuf,
     /// The unix socket the `ipam-cni` plugin asks.
-    #[arg(long, env = "IPAM_AGENT_SOCKET", default_value = "/run/ipam-agent/agent.sock")]
+    #[arg(
+        long,
+        env = "IPAM_AGENT_SOCKET",
+        default_value = "/run/ipam-agent/agent.sock"
+    )]
     pub socket: PathBuf,
     /// /healthz, /readyz and /metrics.
     #[arg(long, env = "IPAM_AGENT_LISTEN", default_value = "0.0.0.0:9964")]
@@ -88,11 +99,6 @@ pub struct Cli {
     /// Install the policy routes of secondary-interface addresses.
     #[arg(long, env = "IPAM_AGENT_ROUTING", default_value_t = true, action = clap::ArgAction::Set)]
     pub routing: bool,
-    /// The gateway pods are told: `subnet` (the address's subnet router, as
-    /// cilium-agent answers) or an address (169.254.1.1 for a ptp chain,
-    /// which puts the gateway on the host side of each pod's veth).
-    #[arg(long, env = "IPAM_AGENT_POD_GATEWAY", default_value = "subnet", value_parser = parse_gateway)]
-    pub pod_gateway: PodGateway,
     /// At most one status patch per this many milliseconds.
     #[arg(long, env = "IPAM_AGENT_STATUS_INTERVAL_MS", default_value_t = 250)]
     pub status_interval_ms: u64,
@@ -119,15 +125,6 @@ fn parse_tags(text: &str) -> Result<Tags, String> {
             _ => Err(format!("{pair:?} is not KEY=VALUE")),
         })
         .collect()
-}
-
-fn parse_gateway(text: &str) -> Result<PodGateway, String> {
-    if text == "subnet" {
-        return Ok(PodGateway::Subnet);
-    }
-    text.parse::<IpAddr>()
-        .map(PodGateway::Fixed)
-        .map_err(|_| format!("{text:?} is neither `subnet` nor an address"))
 }
 
 impl Cli {
@@ -162,14 +159,12 @@ mod tests {
             "--node-name=n1",
             "--eni-subnet-tags=cluster=a, tier=pods",
             "--eni-security-group-ids=sg-1,sg-2",
-            "--pod-gateway=169.254.1.1",
         ])
         .unwrap();
         assert_eq!(cli.eni_subnet_tags["tier"], "pods");
         assert_eq!(cli.eni_security_group_ids, ["sg-1", "sg-2"]);
-        assert_eq!(cli.pod_gateway, PodGateway::Fixed("169.254.1.1".parse().unwrap()));
         assert!(cli.routing);
-        for bad in ["--eni-subnet-tags=novalue", "--pod-gateway=router", "--cloud=gcp"] {
+        for bad in ["--eni-subnet-tags=novalue", "--cloud=gcp"] {
             assert!(
                 Cli::try_parse_from(["ipam-agent", "--node-name=n1", bad]).is_err(),
                 "{bad}"

@@ -165,8 +165,7 @@ impl NodeClient {
             .filter_map(|pod| {
                 Some(format!(
                     "{}/{}",
-                    pod.metadata.namespace?,
-                    pod.metadata.name?
+                    pod.metadata.namespace?, pod.metadata.name?
                 ))
             })
             .collect())

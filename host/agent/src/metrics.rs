@@ -44,7 +44,9 @@ pub struct Result_ {
 
 fn latency_buckets() -> Histogram {
     // 100 µs to about 1.6 s.
-    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.0, 15))
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.0001, 2.0, 15,
+    ))
 }
 
 pub struct AgentMetrics {

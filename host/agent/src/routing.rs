@@ -7,8 +7,8 @@ use std::net::IpAddr;
 
 use async_trait::async_trait;
 use ipam_ciliumnode::CiliumNode;
-use ipam_pool::agent::allocator::{Allocation, Allocations};
 use ipam_node_routes::{Mac, PodRoute};
+use ipam_pool::agent::allocator::{Allocation, Allocations};
 use ipam_pool::agent::placement::placement;
 
 #[derive(Debug, thiserror::Error)]

@@ -81,7 +81,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             );
         }),
     );
-    tokio::spawn(ipam_health_http::serve(listener, endpoints, std::future::pending()));
+    tokio::spawn(ipam_health_http::serve(
+        listener,
+        endpoints,
+        std::future::pending(),
+    ));
 
     // 2. Register the node.
     let client = kube_client(&cli).await?;
@@ -92,7 +96,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         interfaces: cli.interfaces(),
         watermarks: cli.watermarks(),
     };
-    let node = until_done("registering the CiliumNode", || nodes.register(&registration)).await;
+    let node = until_done("registering the CiliumNode", || {
+        nodes.register(&registration)
+    })
+    .await;
     tracing::info!(node = %node.name, instance = %node.spec.instance_id, pool = node.spec.ipam.pool.len(), "CiliumNode registered");
 
     // 3. Restore against the pool and the pods that still exist.
@@ -109,15 +116,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Arc::new(NoRoutes)
     };
     let allocator = Arc::new(
-        Allocator::new(
-            saved,
-            node,
-            state,
-            routes,
-            cli.pod_gateway,
-            metrics.clone(),
-        )
-        .pause_after_save(cli.test_pause_after_save_ms.map(Duration::from_millis)),
+        Allocator::new(saved, node, state, routes, metrics.clone())
+            .pause_after_save(cli.test_pause_after_save_ms.map(Duration::from_millis)),
     );
     let report = allocator.restore(live_pods.as_ref()).await?;
     for ip in &report.outside_pool {

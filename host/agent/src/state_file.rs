@@ -162,7 +162,7 @@ impl StateFile {
                 .collect(),
         };
         // Serialising plain strings cannot fail.
-        let bytes = serde_json::to_vec_pretty(&document).unwrap_or_default();
+        let bytes = serde_json::to_vec(&document).unwrap_or_default();
         let temporary = self.dir.join(format!(".{FILE_NAME}.tmp"));
         let mut file = OpenOptions::new()
             .write(true)
@@ -227,9 +227,15 @@ mod tests {
         let cases = [
             ("{", "not a state file"),
             (r#"{"version":2,"allocations":[]}"#, "format version 2"),
-            (r#"{"version":1,"allocations":[],"extra":1}"#, "unknown field"),
             (
-                &format!(r#"{{"version":1,"allocations":[{}]}}"#, entry("10.0.0.300", "a")),
+                r#"{"version":1,"allocations":[],"extra":1}"#,
+                "unknown field",
+            ),
+            (
+                &format!(
+                    r#"{{"version":1,"allocations":[{}]}}"#,
+                    entry("10.0.0.300", "a")
+                ),
                 "entry 0: ip \"10.0.0.300\"",
             ),
             (
@@ -249,7 +255,10 @@ mod tests {
                 "entry 1: attachment a/eth0 holds two addresses",
             ),
             (
-                &format!(r#"{{"version":1,"allocations":[{}]}}"#, entry("10.0.0.1", "")),
+                &format!(
+                    r#"{{"version":1,"allocations":[{}]}}"#,
+                    entry("10.0.0.1", "")
+                ),
                 "must not be empty",
             ),
         ];

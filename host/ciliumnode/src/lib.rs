@@ -2,9 +2,12 @@
 //! IPAM fields with the CRD's own names ([`node`]), the release handshake's
 //! states ([`ReleaseState`]), the operator's changes to a node
 //! ([`NodeUpdate`]) and those changes as JSON merge patches ([`patch`]).
+//! [`crd_schema`] is the CRD's structural schema for those fields, to check
+//! that what is written survives the API server's pruning.
 //! With the `kube` feature, the glue to a `DynamicObject` of the API server
 //! (client-free: kube-core only).
 
+pub mod crd_schema;
 #[cfg(feature = "kube")]
 pub mod kube;
 pub mod node;

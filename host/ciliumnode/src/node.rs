@@ -124,26 +124,92 @@ pub struct AzureStatus {
     pub interfaces: Vec<AzureInterface>,
 }
 
-/// Field names as in Cilium's pkg/azure/types (GatewayIP and CIDR included).
+/// An interface of status.azure.interfaces. On the wire, field names are the
+/// current CRD's (`cidr`, `gateway`), plus the obsolete `GatewayIP` that
+/// older agents read; the older `CIDR` and `GatewayIP` are read too.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(from = "AzureInterfaceFields", into = "AzureInterfaceFields")]
 pub struct AzureInterface {
-    #[serde(default)]
     pub id: String,
-    #[serde(default)]
     pub name: String,
-    #[serde(default)]
     pub mac: String,
-    #[serde(default)]
     pub state: String,
-    #[serde(default)]
     pub addresses: Vec<AzureAddress>,
-    #[serde(default)]
     pub security_group: String,
-    #[serde(rename = "GatewayIP", default)]
+    /// The subnet's default route (`gateway`, and `GatewayIP`).
     pub gateway_ip: String,
-    #[serde(rename = "CIDR", default)]
+    /// The subnet's range (`cidr`).
     pub cidr: String,
+}
+
+/// [`AzureInterface`] as the CRD names its fields, old names included.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct AzureInterfaceFields {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    mac: String,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    addresses: Vec<AzureAddress>,
+    #[serde(default)]
+    security_group: String,
+    #[serde(default)]
+    cidr: String,
+    /// Written by operators before the CRD named it `cidr`; a current API
+    /// server prunes it, so it is read only.
+    #[serde(rename = "CIDR", default, skip_serializing)]
+    obsolete_cidr: String,
+    #[serde(default)]
+    gateway: String,
+    /// Obsolete in the CRD, still read by older cilium-agents.
+    #[serde(rename = "GatewayIP", default)]
+    obsolete_gateway_ip: String,
+}
+
+/// The first non-empty of a current and an obsolete field.
+fn current_or_obsolete(current: String, obsolete: String) -> String {
+    if current.is_empty() {
+        obsolete
+    } else {
+        current
+    }
+}
+
+impl From<AzureInterfaceFields> for AzureInterface {
+    fn from(fields: AzureInterfaceFields) -> Self {
+        Self {
+            id: fields.id,
+            name: fields.name,
+            mac: fields.mac,
+            state: fields.state,
+            addresses: fields.addresses,
+            security_group: fields.security_group,
+            gateway_ip: current_or_obsolete(fields.gateway, fields.obsolete_gateway_ip),
+            cidr: current_or_obsolete(fields.cidr, fields.obsolete_cidr),
+        }
+    }
+}
+
+impl From<AzureInterface> for AzureInterfaceFields {
+    fn from(interface: AzureInterface) -> Self {
+        Self {
+            id: interface.id,
+            name: interface.name,
+            mac: interface.mac,
+            state: interface.state,
+            addresses: interface.addresses,
+            security_group: interface.security_group,
+            cidr: interface.cidr,
+            obsolete_cidr: String::new(),
+            gateway: interface.gateway_ip.clone(),
+            obsolete_gateway_ip: interface.gateway_ip,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,8 +255,18 @@ pub struct EniStatus {
 #[serde(rename_all = "kebab-case")]
 pub struct EniInterface {
     pub id: String,
+    /// The interface's primary address.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ip: String,
     #[serde(default)]
     pub mac: String,
+    /// The zone of the interface (its instance's).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub availability_zone: String,
+    /// The cloud's description of the interface. The cloud model (WIT
+    /// 0.2.0) carries none, so this operator leaves it as it was.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
     /// Device index.
     #[serde(default)]
     pub number: u32,
@@ -285,24 +361,84 @@ mod tests {
     }
 
     #[test]
-    fn reads_azure_nodes() {
-        let node: CiliumNode = serde_json::from_str(
-            r#"{"name": "aks-1", "spec": {"azure": {"interface-name": "eth0"}},
-                "status": {"azure": {"interfaces": [{"id": "/subscriptions/s/nic-1", "name": "nic-1",
-                  "mac": "00-0D-3A", "state": "Succeeded", "GatewayIP": "10.240.0.1", "CIDR": "10.240.0.0/16",
-                  "addresses": [{"ip": "10.240.0.5", "subnet": "s1", "state": "Succeeded"}]}]}}}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            node.spec.azure.as_ref().map(|a| a.interface_name.as_str()),
-            Some("eth0")
+    fn reads_azure_nodes_by_current_and_obsolete_names() {
+        let read = |fields: &str| -> AzureInterface {
+            let node: CiliumNode = serde_json::from_str(&format!(
+                r#"{{"name": "aks-1", "spec": {{"azure": {{"interface-name": "eth0"}}}},
+                    "status": {{"azure": {{"interfaces": [{{"id": "/subscriptions/s/nic-1", "name": "nic-1",
+                      "mac": "00-0D-3A", "state": "Succeeded", {fields},
+                      "addresses": [{{"ip": "10.240.0.5", "subnet": "s1", "state": "Succeeded"}}]}}]}}}}}}"#
+            ))
+            .unwrap();
+            assert_eq!(
+                node.spec.azure.as_ref().map(|a| a.interface_name.as_str()),
+                Some("eth0")
+            );
+            assert_eq!(
+                node.status.azure.interfaces[0].addresses[0].ip,
+                "10.240.0.5"
+            );
+            node.status.azure.interfaces[0].clone()
+        };
+        let table = [
+            (
+                r#""cidr": "10.240.0.0/16", "gateway": "10.240.0.1", "GatewayIP": "10.240.0.1""#,
+                "current",
+            ),
+            (
+                r#""CIDR": "10.240.0.0/16", "GatewayIP": "10.240.0.1""#,
+                "obsolete",
+            ),
+            (
+                r#""cidr": "10.240.0.0/16", "CIDR": "10.9.0.0/16", "gateway": "10.240.0.1", "GatewayIP": "10.9.0.1""#,
+                "both: the current wins",
+            ),
+        ];
+        for (fields, case) in table {
+            let nic = read(fields);
+            assert_eq!(
+                (nic.gateway_ip.as_str(), nic.cidr.as_str()),
+                ("10.240.0.1", "10.240.0.0/16"),
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn writes_azure_interfaces_by_the_crd_names_and_the_obsolete_gateway() {
+        let nic = AzureInterface {
+            id: "nic-1".into(),
+            gateway_ip: "10.240.0.1".into(),
+            cidr: "10.240.0.0/16".into(),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&nic).unwrap();
+        assert_eq!(json["cidr"], "10.240.0.0/16");
+        assert_eq!(json["gateway"], "10.240.0.1");
+        assert_eq!(json["GatewayIP"], "10.240.0.1");
+        assert!(json.get("CIDR").is_none(), "{json}");
+        let again: AzureInterface = serde_json::from_value(json).unwrap();
+        assert_eq!(again, nic);
+    }
+
+    #[test]
+    fn eni_interfaces_carry_the_primary_address_and_zone() {
+        let eni = EniInterface {
+            id: "eni-1".into(),
+            ip: "10.0.1.10".into(),
+            availability_zone: "us-east-1a".into(),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&eni).unwrap();
+        assert_eq!(json["ip"], "10.0.1.10");
+        assert_eq!(json["availability-zone"], "us-east-1a");
+        assert!(
+            json.get("description").is_none(),
+            "none known, none written"
         );
-        let nic = &node.status.azure.interfaces[0];
-        assert_eq!(
-            (nic.gateway_ip.as_str(), nic.cidr.as_str()),
-            ("10.240.0.1", "10.240.0.0/16")
-        );
-        assert_eq!(nic.addresses[0].ip, "10.240.0.5");
+        let described: EniInterface =
+            serde_json::from_str(r#"{"id": "eni-1", "description": "Cilium-CNI (i-1)"}"#).unwrap();
+        assert_eq!(described.description, "Cilium-CNI (i-1)");
     }
 
     #[test]

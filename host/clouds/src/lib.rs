@@ -6,6 +6,12 @@
 //! a cloud's API; this is what the host needs around them. The node agent
 //! uses the metadata clients too, so nothing here links wasmtime (nor kube).
 //!
+//! Credentials: the provider's cloud credentials come from the host
+//! ([`aws::credentials`]: the AWS SDKs' chain; [`azure::credentials`]:
+//! Entra ID tokens by client secret, workload identity or managed identity),
+//! kept fresh before they expire ([`refresh::RefreshingSource`]) and handed
+//! to the guest through the credentials import.
+//!
 //! Instance facts: the node agent reads its instance's id, type, zone,
 //! network and primary MAC from the cloud's metadata service
 //! ([`aws::instance_facts::read`] over IMDSv2,
@@ -17,6 +23,8 @@ pub mod aws;
 pub mod azure;
 pub mod instance_facts;
 pub mod mac;
+mod origin;
+pub mod refresh;
 
 pub use instance_facts::InstanceFacts;
 pub use mac::MacAddress;
@@ -27,6 +35,7 @@ pub enum Cloud {
     /// A cloud the host has no knowledge of (the mock, a third party's).
     Generic,
     Aws,
+    Azure,
 }
 
 /// A cloud's default egress allow-list could not be derived.
@@ -34,6 +43,8 @@ pub enum Cloud {
 pub enum DefaultEgressError {
     #[error(transparent)]
     Aws(#[from] aws::egress::AwsEgressError),
+    #[error(transparent)]
+    Azure(#[from] azure::egress::AzureEgressError),
 }
 
 impl Cloud {
@@ -43,6 +54,7 @@ impl Cloud {
         match self {
             Cloud::Generic => Ok(Vec::new()),
             Cloud::Aws => Ok(aws::egress::default_egress(settings_json)?),
+            Cloud::Azure => Ok(azure::egress::default_egress(settings_json)?),
         }
     }
 }
@@ -57,6 +69,10 @@ mod tests {
         assert_eq!(
             Cloud::Aws.default_egress(r#"{"region": "eu-west-1"}"#),
             Ok(vec!["https://ec2.eu-west-1.amazonaws.com".to_string()])
+        );
+        assert_eq!(
+            Cloud::Azure.default_egress(r#"{"subscription-id": "s"}"#),
+            Ok(vec!["https://management.azure.com".to_string()])
         );
     }
 }

@@ -276,9 +276,18 @@ impl FakeApiServer {
     /// The same server over HTTP on 127.0.0.1, for a real process to talk
     /// to (through a kubeconfig); its address.
     pub async fn serve_http(&self) -> std::net::SocketAddr {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        self.serve_http_on(listener)
+    }
+
+    /// The same, on a listener the caller bound (e.g. inside a test's
+    /// network namespace, where the process under test runs); its address.
+    /// Must be called within a tokio runtime.
+    pub fn serve_http_on(&self, listener: std::net::TcpListener) -> std::net::SocketAddr {
+        listener
+            .set_nonblocking(true)
+            .expect("a non-blocking listener");
+        let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
         let address = listener.local_addr().expect("address");
         let server = self.clone();
         tokio::spawn(async move {

@@ -11,8 +11,9 @@
 //! - [`require_root`] makes a test that needs all this fail loudly, with the
 //!   reason, where it cannot run: tests never skip silently.
 //!
-//! Nothing here touches the namespace the tests were started in, other than
-//! the files under `/run/netns`.
+//! Nothing here changes the namespace the tests were started in, other than
+//! the files under `/run/netns`, unless asked to: [`NetLinks`] acts on the
+//! namespace of the thread that connects, so connect inside a [`NetNs`].
 
 mod error;
 mod links;

@@ -71,7 +71,7 @@ impl NetNs {
             Ok(Err(e)) => Err(NetnsError::io(format!(
                 "making network namespace {} (unshare and bind mount)",
                 ns.path.display()
-            ))(e.into())),
+            ))(e)),
             Err(panic) => panic::resume_unwind(panic),
         }
     }
@@ -153,7 +153,12 @@ impl NetNs {
         match outcome.await {
             Ok(Ok(result)) => result,
             Ok(Err(panic)) => panic::resume_unwind(panic),
-            Err(_) => unreachable!("the namespace thread always sends before it ends"),
+            // Only if the thread died outside catch_unwind, e.g. while
+            // unwinding a panic's payload.
+            Err(_) => Err(NetnsError::Io {
+                doing: format!("running a future in namespace {}", self.name),
+                source: std::io::Error::other("the namespace thread ended without a result"),
+            }),
         }
     }
 }

@@ -11,6 +11,9 @@ use rtnetlink::packet_route::AddressFamily;
 use crate::pod_route::is_reserved_table;
 use crate::{Direction, PodRule, FROM_POD_PRIORITY, MAIN_TABLE, TO_POD_PRIORITY};
 
+/// How the kernel lists a suppressor that is not set (-1 as a u32).
+const UNSET: u32 = u32::MAX;
+
 /// A policy rule as listed by the kernel, reduced to what tells whether it
 /// is a pod rule and which table it keeps in use.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +44,9 @@ impl ObservedRule {
                 RuleAttribute::Table(t) => table_attribute = Some(*t),
                 // Who made the rule says nothing about what it selects.
                 RuleAttribute::Protocol(_) => {}
+                // The kernel lists unset suppressors as -1.
+                RuleAttribute::SuppressPrefixLen(UNSET) | RuleAttribute::SuppressIfGroup(UNSET) => {
+                }
                 _ => has_other_terms = true,
             }
         }
@@ -223,6 +229,10 @@ mod tests {
         assert_eq!(with(RuleAttribute::Iifname("eth1".into())), None);
         assert_eq!(with(RuleAttribute::FwMark(0x200)), None);
         assert_eq!(with(RuleAttribute::SuppressPrefixLen(0)), None);
+        assert_eq!(with(RuleAttribute::SuppressIfGroup(7)), None);
+        // As the kernel lists every rule: suppressors unset.
+        assert!(with(RuleAttribute::SuppressPrefixLen(u32::MAX)).is_some());
+        assert!(with(RuleAttribute::SuppressIfGroup(u32::MAX)).is_some());
         assert!(with(RuleAttribute::Protocol(
             rtnetlink::packet_route::route::RouteProtocol::Boot
         ))

@@ -14,7 +14,11 @@ use tokio::sync::watch;
 pub use ipam_health_http::serve;
 
 /// The operator's endpoints: the engine's metrics, then the duties'.
-pub fn endpoints(ready: watch::Receiver<bool>, metrics: Arc<Metrics>, duties: &DutyMetrics) -> Endpoints {
+pub fn endpoints(
+    ready: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+    duties: &DutyMetrics,
+) -> Endpoints {
     let mut duty_registry = Registry::default();
     duties.register(&mut duty_registry);
     let duty_registry = Arc::new(duty_registry);

@@ -27,7 +27,9 @@ impl IpamMode {
 }
 
 /// status.eni.enis: what cilium-agent needs of each interface to route
-/// through it (MAC, device index, subnet and VPC CIDRs, addresses).
+/// through it (MAC, device index, subnet and VPC CIDRs, addresses), with its
+/// primary address and zone as Cilium's operator writes them. The cloud
+/// model has no interface description, so `description` stays unset.
 /// `subnet_cidr` gives a subnet's CIDR as last listed (empty if unknown).
 pub fn eni_interfaces(
     instance: &Instance,
@@ -40,7 +42,10 @@ pub fn eni_interfaces(
         .map(|eni| {
             let interface = EniInterface {
                 id: eni.id.clone(),
+                ip: eni.primary_ip.to_string(),
                 mac: eni.mac.clone(),
+                availability_zone: instance.availability_zone.clone(),
+                description: String::new(),
                 number: eni.index,
                 subnet: EniSubnet {
                     id: eni.subnet_id.clone(),
@@ -168,6 +173,8 @@ mod tests {
         let enis = eni_interfaces(&instance(), Some(&vpc), |_| "10.240.0.0/16".into());
         let eni = &enis["/subscriptions/s/networkInterfaces/nic-1"];
         assert_eq!(eni.addresses, ["10.240.0.4", "10.240.0.5"]);
+        assert_eq!(eni.ip, "10.240.0.4", "the primary address");
+        assert_eq!(eni.availability_zone, "1", "the instance's zone");
         assert_eq!(eni.subnet.cidr, "10.240.0.0/16");
         assert_eq!(eni.vpc.primary_cidr, "10.240.0.0/12");
     }

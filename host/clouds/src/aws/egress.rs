@@ -4,6 +4,8 @@
 
 use serde::Deserialize;
 
+use crate::origin::origin;
+
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum AwsEgressError {
     #[error("the AWS provider's settings are not JSON: {0}")]
@@ -37,22 +39,9 @@ pub fn default_egress(settings_json: &str) -> Result<Vec<String>, AwsEgressError
     };
     let mut origins = vec![format!("https://ec2.{region}.{suffix}")];
     if let Some(endpoint) = endpoints.endpoint {
-        origins.push(origin(&endpoint)?);
+        origins.push(origin(&endpoint).ok_or(AwsEgressError::Endpoint(endpoint))?);
     }
     Ok(origins)
-}
-
-/// `scheme://authority` of a URL, its path dropped.
-fn origin(url: &str) -> Result<String, AwsEgressError> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .filter(|(scheme, _)| matches!(*scheme, "http" | "https"))
-        .ok_or_else(|| AwsEgressError::Endpoint(url.to_string()))?;
-    let authority = rest.split(['/', '?']).next().unwrap_or_default();
-    if authority.is_empty() {
-        return Err(AwsEgressError::Endpoint(url.to_string()));
-    }
-    Ok(format!("{scheme}://{authority}"))
 }
 
 #[cfg(test)]

@@ -1,6 +1,10 @@
-//! What the host knows of Azure: the instance metadata service and the VM
-//! facts the node agent registers its CiliumNode with.
+//! What the host knows of Azure: Entra ID tokens for the provider
+//! ([`credentials`]), the instance metadata service and the VM facts the node
+//! agent registers its CiliumNode with, and the Azure provider's default
+//! egress.
 
+pub mod credentials;
+pub mod egress;
 pub mod imds;
 pub mod instance_facts;
 pub mod vm_id;

@@ -1,6 +1,10 @@
-//! A small HTTP/1.1 stub on 127.0.0.1 for the metadata-service tests: it
-//! reads one request per connection (the host's client opens one per
+//! A small HTTP/1.1 stub on 127.0.0.1 for the metadata-service and token
+//! endpoint tests: it reads one request (head and Content-Length body) per
+//! connection (the host's client opens one per
 //! request), records it, and answers what the test's handler says.
+
+// Each test binary that includes this module uses a part of it.
+#![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +21,8 @@ pub struct StubRequest {
     pub target: String,
     /// Names lower-cased.
     pub headers: Vec<(String, String)>,
+    /// As many bytes as Content-Length says, as text.
+    pub body: String,
 }
 
 impl StubRequest {
@@ -91,19 +97,38 @@ async fn answer(mut stream: TcpStream, handler: &Handler, recorded: &Mutex<Vec<S
         }
         assert!(head.len() <= MAX_HEAD, "stub: request head too large");
     }
-    let text = String::from_utf8_lossy(&head);
+    let Some(head_end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&head[..head_end]).into_owned();
     let mut lines = text.split("\r\n");
     let mut request_line = lines.next().unwrap_or_default().split(' ');
+    let method = request_line.next().unwrap_or_default().to_string();
+    let target = request_line.next().unwrap_or_default().to_string();
+    let headers: Vec<(String, String)> = lines
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
+        .collect();
+    let length = headers
+        .iter()
+        .find(|(name, _)| name == "content-length")
+        .and_then(|(_, value)| value.parse::<usize>().ok())
+        .unwrap_or(0);
+    assert!(length <= MAX_HEAD, "stub: request body too large");
+    let mut body = head[head_end + 4..].to_vec();
+    while body.len() < length {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+        }
+    }
     let request = StubRequest {
-        method: request_line.next().unwrap_or_default().to_string(),
-        target: request_line.next().unwrap_or_default().to_string(),
-        headers: lines
-            .take_while(|line| !line.is_empty())
-            .filter_map(|line| line.split_once(':'))
-            .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
-            .collect(),
+        method,
+        target,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
     };
-    // The metadata requests carry no body, so none is read.
     let (status, body) = handler(&request);
     recorded.lock().expect("stub requests").push(request);
     let response = format!(

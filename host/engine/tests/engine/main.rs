@@ -8,6 +8,7 @@
 
 mod agents;
 mod converge;
+mod crd_schema;
 mod engine_loop;
 mod faults;
 mod instance_cache;

@@ -13,6 +13,7 @@ use clap::{Args, ValueEnum};
 use ipam_cloud::rate::BucketConfig;
 use ipam_cloud::CloudApi;
 use ipam_clouds::aws::credentials::{AwsCredentialConfig, RefreshingCredentials};
+use ipam_clouds::azure::credentials::AzureCredentialConfig;
 use ipam_clouds::Cloud;
 use ipam_engine::{LimitedCloud, LoopSettings, MaintenanceSettings, Metrics};
 use ipam_k8s::endpoint_gc::{EndpointGc, EndpointGcSettings};
@@ -40,6 +41,9 @@ pub enum CloudArg {
     Generic,
     /// The AWS provider's EC2 endpoint as default egress.
     Aws,
+    /// The Azure provider's ARM endpoint (its `arm-endpoint` setting, else
+    /// https://management.azure.com) as default egress.
+    Azure,
 }
 
 impl From<CloudArg> for Cloud {
@@ -47,6 +51,7 @@ impl From<CloudArg> for Cloud {
         match arg {
             CloudArg::Generic => Cloud::Generic,
             CloudArg::Aws => Cloud::Aws,
+            CloudArg::Azure => Cloud::Azure,
         }
     }
 }
@@ -60,6 +65,22 @@ pub enum CredentialsSource {
     /// web identity via STS (IRSA), EKS Pod Identity, IMDSv2; refreshed
     /// before expiry.
     Aws,
+    /// Entra ID tokens for Azure Resource Manager resolved by the host:
+    /// AZURE_CLIENT_SECRET (with AZURE_TENANT_ID, AZURE_CLIENT_ID), workload
+    /// identity (AZURE_FEDERATED_TOKEN_FILE), then managed identity through
+    /// IMDS; refreshed before expiry.
+    Azure,
+}
+
+impl CredentialsSource {
+    /// The cloud whose chain this is, if any.
+    fn cloud(self) -> Option<Cloud> {
+        match self {
+            CredentialsSource::File => None,
+            CredentialsSource::Aws => Some(Cloud::Aws),
+            CredentialsSource::Azure => Some(Cloud::Azure),
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -268,13 +289,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     .await
                     .context("resolving AWS credentials")?;
         }
+        CredentialsSource::Azure => {
+            provider_config.credentials =
+                ipam_clouds::azure::credentials::start(AzureCredentialConfig::from_env())
+                    .await
+                    .context("resolving Azure credentials")?;
+        }
     }
     let cloud_kind = Cloud::from(args.cloud);
-    if args.credentials_source == CredentialsSource::Aws && cloud_kind != Cloud::Aws {
-        tracing::warn!(
-            cloud = ?cloud_kind,
-            "credentials come from the AWS chain but --cloud is not aws: the AWS provider's default egress is not applied"
-        );
+    if let Some(chain) = args.credentials_source.cloud() {
+        if chain != cloud_kind {
+            tracing::warn!(
+                cloud = ?cloud_kind,
+                credentials = ?chain,
+                "credentials come from another cloud's chain than --cloud: that cloud's default egress is not applied"
+            );
+        }
     }
     let rate = rate_settings(&args.rate_buckets, args.rate_global_cap)?;
     let metrics = Arc::new(Metrics::new());
@@ -463,12 +493,26 @@ mod tests {
         let defaults = Command::try_parse_from(["run", "--provider=mock"]).unwrap();
         assert_eq!(Cloud::from(defaults.run.cloud), Cloud::Generic);
         assert_eq!(defaults.run.credentials_source, CredentialsSource::File);
-        let error = Command::try_parse_from(["run", "--provider=x", "--cloud=azure"])
+        let azure = Command::try_parse_from([
+            "run",
+            "--provider=azure",
+            "--cloud=azure",
+            "--credentials-source=azure",
+        ])
+        .unwrap();
+        assert_eq!(Cloud::from(azure.run.cloud), Cloud::Azure);
+        assert_eq!(azure.run.credentials_source, CredentialsSource::Azure);
+        assert_eq!(
+            azure.run.credentials_source.cloud(),
+            Some(Cloud::Azure),
+            "the chain matches the cloud"
+        );
+        let error = Command::try_parse_from(["run", "--provider=x", "--cloud=gcp"])
             .err()
             .unwrap()
             .to_string();
         assert!(
-            error.contains("generic") && error.contains("aws"),
+            error.contains("generic") && error.contains("aws") && error.contains("azure"),
             "{error}"
         );
     }

@@ -113,9 +113,7 @@ pub fn collect_garbage(
 ) -> Vec<IpAddr> {
     allocations
         .iter()
-        .filter(|(_, a)| {
-            !valid.contains(&(a.holder.container_id.clone(), a.holder.ifname.clone()))
-        })
+        .filter(|(_, a)| !valid.contains(&(a.holder.container_id.clone(), a.holder.ifname.clone())))
         .map(|(ip, _)| *ip)
         .collect()
 }
@@ -191,11 +189,22 @@ mod tests {
             resource: Some("eni-1".into()),
         };
         let cases: Vec<(&str, CiliumNode, Allocations)> = vec![
-            ("allocated by the agent", base.clone(), allocated(&[("10.0.0.1", "a")])),
-            ("owned in the pool", node(&[("10.0.0.1", Some("x")), ("10.0.0.2", None)]), Allocations::new()),
+            (
+                "allocated by the agent",
+                base.clone(),
+                allocated(&[("10.0.0.1", "a")]),
+            ),
+            (
+                "owned in the pool",
+                node(&[("10.0.0.1", Some("x")), ("10.0.0.2", None)]),
+                Allocations::new(),
+            ),
             {
                 let mut n = base.clone();
-                n.status.ipam.used.insert("10.0.0.1".into(), AllocationIp::default());
+                n.status
+                    .ipam
+                    .used
+                    .insert("10.0.0.1".into(), AllocationIp::default());
                 ("used in the status", n, Allocations::new())
             },
             {

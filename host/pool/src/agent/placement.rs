@@ -61,11 +61,11 @@ pub fn placement(node: &CiliumNode, resource: Option<&str>, ip: IpAddr) -> Optio
         .values()
         .find(|eni| Some(eni.id.as_str()) == resource)
         .or_else(|| {
-            node.status
-                .eni
-                .enis
-                .values()
-                .find(|eni| eni.addresses.iter().any(|a| a.parse::<IpAddr>().ok() == Some(ip)))
+            node.status.eni.enis.values().find(|eni| {
+                eni.addresses
+                    .iter()
+                    .any(|a| a.parse::<IpAddr>().ok() == Some(ip))
+            })
         });
     if let Some(eni) = eni {
         let subnet = eni.subnet.cidr.parse::<IpNet>().ok();

@@ -90,15 +90,18 @@ mod tests {
     fn gone_pods_free_and_addresses_outside_the_pool_are_reported() {
         let mut node = CiliumNode::default();
         for ip in ["10.0.0.1", "10.0.0.2", "10.0.0.3"] {
-            node.spec.ipam.pool.insert(ip.into(), AllocationIp::default());
+            node.spec
+                .ipam
+                .pool
+                .insert(ip.into(), AllocationIp::default());
         }
         let live = BTreeSet::from(["default/a".to_string(), "default/d".to_string()]);
         let restored = restore(
             saved(&[
-                ("10.0.0.1", "default/a"),  // alive, in the pool
-                ("10.0.0.2", "default/b"),  // gone
+                ("10.0.0.1", "default/a"),   // alive, in the pool
+                ("10.0.0.2", "default/b"),   // gone
                 ("10.0.0.3", "container-x"), // not a pod: kept
-                ("10.0.0.9", "default/d"),  // alive, left the pool
+                ("10.0.0.9", "default/d"),   // alive, left the pool
             ]),
             &node,
             Some(&live),
@@ -107,12 +110,19 @@ mod tests {
         assert_eq!(kept, ["10.0.0.1", "10.0.0.3", "10.0.0.9"]);
         assert_eq!(restored.freed.len(), 1);
         assert_eq!(restored.freed[0].0.to_string(), "10.0.0.2");
-        assert_eq!(restored.outside_pool, ["10.0.0.9".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            restored.outside_pool,
+            ["10.0.0.9".parse::<IpAddr>().unwrap()]
+        );
     }
 
     #[test]
     fn nothing_is_freed_when_the_pods_are_unknown() {
-        let restored = restore(saved(&[("10.0.0.2", "default/b")]), &CiliumNode::default(), None);
+        let restored = restore(
+            saved(&[("10.0.0.2", "default/b")]),
+            &CiliumNode::default(),
+            None,
+        );
         assert_eq!(restored.kept.len(), 1);
         assert!(restored.freed.is_empty());
     }

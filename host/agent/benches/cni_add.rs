@@ -1,0 +1,83 @@
+//! CNI ADD through the plugin and the agent, as a runtime calls it (the
+//! `ipam-cni` process asking the agent over its socket; ptp's own work not
+//! counted): 1,000 allocations on a node in a network namespace, the agent
+//! saving its state and installing the policy routes of each. Prints p50,
+//! p99 and the worst, in milliseconds, with the agent's own share (its
+//! request-duration histogram). As root (the namespace and routes).
+//! `IPAM_BENCH_AGENT_FLAGS` adds agent flags (e.g. `--routing=false`, to see
+//! what the routes cost).
+
+#[path = "../tests/process/node_ns.rs"]
+#[allow(dead_code)]
+mod node_ns;
+#[path = "../tests/process/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ipam_netns::NetNs;
+use serde_json::json;
+
+const ALLOCATIONS: usize = 1_000;
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index].as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let extra: Vec<String> = std::env::var("IPAM_BENCH_AGENT_FLAGS")
+        .map(|flags| flags.split_whitespace().map(String::from).collect())
+        .unwrap_or_default();
+    runtime.block_on(async {
+        // 10.0.1.10 onwards: 1,000 addresses need more than a /24.
+        let node = node_ns::NodeNs::new_with_pool(
+            (0..ALLOCATIONS as u32 + 10)
+                .map(|n| {
+                    let host = 10 + n;
+                    format!("10.0.{}.{}", 1 + host / 256, host % 256)
+                })
+                .collect(),
+            &extra.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .await;
+        let mut agent = node.setup.start(Some(&node.ns));
+        node.setup.wait_ready(Some(&node.ns), &mut agent);
+        let pod = NetNs::create_unique("ipam-pod").expect("a pod namespace");
+        let config = node.config("1.0.0", json!({"type": "ipam-cni"}));
+        let mut took = Vec::with_capacity(ALLOCATIONS);
+        for n in 0..ALLOCATIONS {
+            let started = Instant::now();
+            let output = node.cni("ipam-cni", "ADD", &format!("bench-{n}"), Some(&pod), &config);
+            took.push(started.elapsed());
+            node_ns::assert_ok(&output, "ADD");
+        }
+        took.sort();
+        println!(
+            "cni ADD via ipam-cni + agent ({ALLOCATIONS} allocations, state saved and routes installed each): \
+             p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            percentile(&took, 0.50),
+            percentile(&took, 0.99),
+            percentile(&took, 1.0)
+        );
+        let metrics = node.setup.metrics(Some(&node.ns));
+        let agent_side = |name: &str| {
+            metrics
+                .lines()
+                .find(|l| l.starts_with(&format!("ipam_agent_cni_request_duration_seconds_{name}{{command=\"ADD\"}}")))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        println!(
+            "  of which in the agent: mean {:.2} ms (flags: {extra:?})",
+            agent_side("sum") / agent_side("count") * 1000.0
+        );
+        support::kill(&mut agent);
+    });
+}

@@ -1,0 +1,298 @@
+//! Crash safety, as root in namespaces the test makes: 200 ADDs and DELs
+//! through the plugin with the agent SIGKILLed at random points, some of
+//! them exactly between its writing the state file and its answering.
+//! After every restart: no address is held twice, none is lost (the agent's
+//! allocations are exactly the attachments the runtime believes live), the
+//! routes match the allocations, and status.ipam.used follows.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::process::Output;
+use std::time::{Duration, Instant, SystemTime};
+
+use ipam_netns::NetNs;
+use serde_json::{json, Value};
+
+use crate::node_ns::{json_out, NodeNs};
+use crate::support::{kill, until_node, Running, NODE};
+
+const OPERATIONS: usize = 200;
+
+/// xorshift64*, seeded from the clock (printed, to replay a failure).
+struct Random(u64);
+
+impl Random {
+    fn new() -> Self {
+        let seed = std::env::var("IPAM_CRASH_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+                    | 1
+            });
+        eprintln!("crash test seed: IPAM_CRASH_SEED={seed}");
+        Self(seed)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The allocations in the agent's state file: container -> address.
+fn saved(node: &NodeNs) -> BTreeMap<String, Ipv4Addr> {
+    let text = match std::fs::read_to_string(node.setup.state_file()) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return BTreeMap::new(),
+        Err(e) => panic!("the state file: {e}"),
+    };
+    let document: Value = serde_json::from_str(&text).expect("the state file is whole JSON");
+    let mut by_container = BTreeMap::new();
+    let mut addresses = BTreeSet::new();
+    for entry in document["allocations"].as_array().expect("allocations") {
+        let ip: Ipv4Addr = entry["ip"]
+            .as_str()
+            .expect("ip")
+            .parse()
+            .expect("an address");
+        assert!(addresses.insert(ip), "{ip} saved twice: {text}");
+        let container = entry["container-id"]
+            .as_str()
+            .expect("container")
+            .to_string();
+        assert!(by_container.insert(container, ip).is_none(), "{text}");
+    }
+    by_container
+}
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "default"},
+           "spec": {"nodeName": NODE, "containers": []}})
+}
+
+fn address_of(output: &Output) -> Option<Ipv4Addr> {
+    if !output.status.success() {
+        return None;
+    }
+    let result = json_out(output);
+    let cidr = result["ips"][0]["address"].as_str()?;
+    cidr.split('/').next()?.parse().ok()
+}
+
+struct Run<'a> {
+    node: &'a NodeNs,
+    /// The pods' namespace as the plugin is told it (the agent does not
+    /// enter it; one serves every pod).
+    pod_ns: NetNs,
+    agent: Running,
+    random: Random,
+    /// What the runtime believes: live containers and their addresses.
+    live: BTreeMap<String, Ipv4Addr>,
+    kills: usize,
+    kills_after_save: usize,
+}
+
+impl Run<'_> {
+    fn config(&self) -> Value {
+        // The plugin alone: ptp's own work is not what is tested here.
+        self.node.config("1.0.0", json!({"type": "ipam-cni"}))
+    }
+
+    fn plugin(&self, command: &str, container: &str) -> Output {
+        self.node.cni(
+            "ipam-cni",
+            command,
+            container,
+            Some(&self.pod_ns),
+            &self.config(),
+        )
+    }
+
+    fn restart(&mut self) {
+        self.agent = self.node.setup.start(Some(&self.node.ns));
+        self.node
+            .setup
+            .wait_ready(Some(&self.node.ns), &mut self.agent);
+    }
+
+    /// Run one plugin call, killing the agent during it when `kill_after`
+    /// says when: a delay, or once the state file names the container.
+    fn call_killing(
+        &mut self,
+        command: &str,
+        container: &str,
+        kill_after: Option<Option<Duration>>,
+    ) -> Output {
+        let Some(when) = kill_after else {
+            return self.plugin(command, container);
+        };
+        let state_file = self.node.setup.state_file();
+        let node = self.node;
+        let config = self.config();
+        let pod_ns = &self.pod_ns;
+        let agent = &mut self.agent;
+        std::thread::scope(|scope| {
+            let call =
+                scope.spawn(|| node.cni("ipam-cni", command, container, Some(pod_ns), &config));
+            match when {
+                Some(delay) => std::thread::sleep(delay),
+                None => {
+                    // Exactly between the write and the answer (the agent
+                    // pauses there for this test).
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    while !std::fs::read_to_string(&state_file)
+                        .is_ok_and(|s| s.contains(&format!("\"{container}\"")))
+                    {
+                        assert!(Instant::now() < deadline, "{container} never saved");
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                }
+            }
+            kill(agent);
+            call.join().expect("the plugin call")
+        })
+    }
+
+    /// The invariants, once the agent is back and the runtime has cleaned up.
+    async fn check(&self) {
+        let saved = saved(self.node);
+        assert_eq!(
+            saved, self.live,
+            "the agent's allocations are exactly the live attachments"
+        );
+        let routed = self.node.routed().await;
+        let addresses: BTreeSet<Ipv4Addr> = saved.values().copied().collect();
+        assert_eq!(routed, addresses, "the routes match the allocations");
+    }
+
+    async fn operation(&mut self, step: usize) {
+        let add = self.live.len() < 3 || (self.live.len() < 12 && self.random.below(100) < 55);
+        let kill_after = match self.random.below(100) {
+            0..=9 => Some(Some(Duration::from_micros(self.random.below(4000)))),
+            10..=14 if add => Some(None),
+            _ => None,
+        };
+        let container = if add {
+            format!("c{step}")
+        } else {
+            let live: Vec<&String> = self.live.keys().collect();
+            live[self.random.below(live.len() as u64) as usize].clone()
+        };
+        if add {
+            self.node.server.put("/api/v1/pods", pod(&container));
+        }
+        let command = if add { "ADD" } else { "DEL" };
+        let output = self.call_killing(command, &container, kill_after);
+        if kill_after.is_some() {
+            self.kills += 1;
+            if kill_after == Some(None) {
+                self.kills_after_save += 1;
+            }
+            self.restart();
+        }
+        match (add, output.status.success()) {
+            (true, true) => {
+                let ip = address_of(&output).expect("an address");
+                assert!(
+                    !self.live.values().any(|held| *held == ip),
+                    "{ip} handed out twice (to {container})"
+                );
+                self.live.insert(container, ip);
+            }
+            (true, false) => {
+                // As a runtime does after a failed ADD: retry it, or give up
+                // and DEL. A retried ADD gets the address the agent saved.
+                if self.random.below(2) == 0 {
+                    let saved_ip = saved(self.node).get(&container).copied();
+                    let retried = self.plugin("ADD", &container);
+                    let ip = address_of(&retried).unwrap_or_else(|| {
+                        panic!(
+                            "the retried ADD of {container} failed: {} {:?}",
+                            retried.status,
+                            String::from_utf8_lossy(&retried.stdout)
+                        )
+                    });
+                    if let Some(saved_ip) = saved_ip {
+                        assert_eq!(ip, saved_ip, "a retried ADD gets the saved address");
+                    }
+                    assert!(!self.live.values().any(|held| *held == ip), "{ip} twice");
+                    self.live.insert(container, ip);
+                } else {
+                    let deleted = self.plugin("DEL", &container);
+                    assert!(deleted.status.success(), "DEL after a failed ADD");
+                    self.node.server.delete("/api/v1/pods", &container);
+                }
+            }
+            (false, succeeded) => {
+                if !succeeded {
+                    let retried = self.plugin("DEL", &container);
+                    assert!(retried.status.success(), "a retried DEL");
+                }
+                self.live.remove(&container);
+                self.node.server.delete("/api/v1/pods", &container);
+            }
+        }
+        if kill_after.is_some() {
+            self.check().await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_hundred_adds_and_dels_with_sigkills_lose_nothing_and_hand_out_nothing_twice() {
+    let node = NodeNs::new(16, &["--test-pause-after-save-ms=30"]).await;
+    let mut agent = node.setup.start(Some(&node.ns));
+    node.setup.wait_ready(Some(&node.ns), &mut agent);
+    let mut run = Run {
+        node: &node,
+        pod_ns: NetNs::create_unique("ipam-pod").expect("a pod namespace"),
+        agent,
+        random: Random::new(),
+        live: BTreeMap::new(),
+        kills: 0,
+        kills_after_save: 0,
+    };
+    for step in 0..OPERATIONS {
+        run.operation(step).await;
+        // Once, a pod goes while the agent is down and no DEL comes: the
+        // restart frees its address.
+        if step == OPERATIONS / 2 {
+            if let Some(gone) = run.live.keys().next().cloned() {
+                kill(&mut run.agent);
+                node.server.delete("/api/v1/pods", &gone);
+                run.live.remove(&gone);
+                run.restart();
+                run.check().await;
+            }
+        }
+    }
+    run.check().await;
+    let live = run.live.clone();
+    until_node(&node.server, "status.ipam.used follows", move |n| {
+        let used: BTreeSet<String> = n["status"]["ipam"]["used"]
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        used == live.values().map(ToString::to_string).collect()
+    })
+    .await;
+    eprintln!(
+        "{OPERATIONS} operations, {} kills ({} between saving and answering), {} live at the end",
+        run.kills,
+        run.kills_after_save,
+        run.live.len()
+    );
+    assert!(
+        run.kills_after_save > 0,
+        "no kill landed between saving and answering"
+    );
+    kill(&mut run.agent);
+}

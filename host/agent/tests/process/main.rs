@@ -1,0 +1,11 @@
+//! The `ipam-agent` binary as a process, against the fake API server and
+//! metadata-service stubs on 127.0.0.1; the CNI chain and crash tests run
+//! it inside network namespaces they make (as root, failing loudly
+//! otherwise).
+
+mod cni_chain;
+mod crash;
+mod handshake;
+mod node_ns;
+mod registration;
+mod support;

@@ -548,3 +548,64 @@ async fn bad_settings_are_refused_with_what_is_wrong() {
         );
     }
 }
+
+/// The host's side end to end: a client-secret token from an Entra ID stub
+/// (`ipam_clouds::azure::credentials`) and the Azure cloud's default egress
+/// (the settings' `arm-endpoint`) are what the component works with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosts_entra_token_and_default_egress_serve_the_component() {
+    use ipam_clouds::azure::credentials::{self, AzureCredentialConfig};
+    let arm = ArmStub::start().await;
+    let entra = common::stub_server(|request| {
+        let secret = String::from_utf8_lossy(&request.body).contains("client_secret=s3cret");
+        let (status, body) = if secret {
+            (
+                200,
+                serde_json::json!({"token_type": "Bearer", "expires_in": 3599,
+                    "access_token": arm_stub::TOKEN}),
+            )
+        } else {
+            (401, serde_json::json!({"error": "invalid_client"}))
+        };
+        http::Response::builder()
+            .status(status)
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.to_string(),
+            )))
+            .expect("stub response")
+    })
+    .await;
+    let vars = [
+        ("AZURE_TENANT_ID", "72f988bf-86f1-41af-91ab-2d7cd011db47"),
+        ("AZURE_CLIENT_ID", "6a8b9c0d-1111-2222-3333-444455556666"),
+        ("AZURE_CLIENT_SECRET", "s3cret"),
+        ("AZURE_AUTHORITY_HOST", &format!("http://{entra}")),
+    ];
+    let source = credentials::start(AzureCredentialConfig::from_vars(
+        vars.iter().map(|(k, v)| (k.to_string(), v.to_string())),
+    ))
+    .await
+    .expect("Entra ID answered");
+    let settings = arm.settings();
+    let egress = ipam_clouds::Cloud::Azure
+        .default_egress(&settings.to_string())
+        .expect("the default egress");
+    assert_eq!(egress, [arm.endpoint.clone()]);
+    let mut config = common::config(&settings.to_string());
+    config.limits.timeout = Duration::from_secs(30);
+    config.egress = egress;
+    config.credentials = source;
+    let azure = common::runtime()
+        .load(&common::component("azure"), config)
+        .await
+        .expect("the azure component loads");
+    assert_eq!(azure.get_vpcs().await.expect("vpcs").len(), 1);
+    let assigned = azure
+        .assign_ips(&arm_stub::vm_nic_id(), IpRequest::Addresses(1))
+        .await
+        .expect("assigned");
+    azure
+        .unassign_ips(&arm_stub::vm_nic_id(), &assigned.addresses, &[])
+        .await
+        .expect("released");
+}

@@ -507,9 +507,8 @@ async fn an_endpoint_off_the_allow_list_is_refused_by_the_host() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_settings_are_refused_with_what_is_wrong() {
     let good = serde_json::json!({
-        "subscription": arm_stub::SUBSCRIPTION,
-        "location": "eastus",
-        "resource-groups": ["rg"],
+        "subscription-id": arm_stub::SUBSCRIPTION,
+        "resource-group": "rg",
     });
     let with = |key: &str, value: serde_json::Value| {
         let mut settings = good.clone();
@@ -517,9 +516,16 @@ async fn bad_settings_are_refused_with_what_is_wrong() {
         settings
     };
     let cases = [
-        (serde_json::json!({}), "subscription"),
-        (with("subscription", "not-a-guid".into()), "subscription"),
-        (with("resource-group", "rg".into()), "resource-group"),
+        (serde_json::json!({}), "subscription-id"),
+        (
+            with("subscription-id", "not-a-guid".into()),
+            "subscription-id",
+        ),
+        (
+            with("resource-groups", serde_json::json!(["rg"])),
+            "resource-groups",
+        ),
+        (with("location", "East US".into()), "location"),
         (
             with("arm-endpoint", "management.azure.com".into()),
             "arm-endpoint",
@@ -608,4 +614,16 @@ async fn the_hosts_entra_token_and_default_egress_serve_the_component() {
         .unassign_ips(&arm_stub::vm_nic_id(), &assigned.addresses, &[])
         .await
         .expect("released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_azure_overlay_settings_configure_the_component() {
+    // The chart's azure example renders the same settings (tests/deploy.rs).
+    let yaml = include_str!("../../deploy/kustomize/overlays/azure/settings.yaml");
+    let mut config = common::config(&common::json(yaml));
+    config.limits.timeout = Duration::from_secs(30);
+    common::runtime()
+        .load(&common::component("azure"), config)
+        .await
+        .expect("the overlay's settings configure the azure component");
 }

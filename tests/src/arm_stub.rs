@@ -325,9 +325,9 @@ impl ArmStub {
     /// The settings selecting everything the stub holds.
     pub fn settings(&self) -> serde_json::Value {
         json!({
-            "subscription": SUBSCRIPTION,
+            "subscription-id": SUBSCRIPTION,
+            "resource-group": GROUP,
             "location": LOCATION,
-            "resource-groups": [GROUP],
             "arm-endpoint": self.endpoint,
             "poll-interval-ms": 10,
         })

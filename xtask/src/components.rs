@@ -62,7 +62,7 @@ const CACHED: &[Cached] = &[
         artifact: "azure_provider",
         name: "azure",
         crate_dir: "providers/azure",
-        cold_build: "about a minute on 2 cores",
+        cold_build: "about two minutes on 2 cores when its dependencies are not built yet",
     },
 ];
 

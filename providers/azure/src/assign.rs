@@ -139,8 +139,8 @@ mod tests {
 
     fn azure(answers: Vec<crate::transport::Response>) -> Azure<Scripted> {
         let settings = Settings::parse(&format!(
-            r#"{{"subscription": "00000000-1111-2222-3333-444444444444", "location": "eastus",
-                "resource-groups": ["rg"], "arm-endpoint": "{ARM}"}}"#
+            r#"{{"subscription-id": "00000000-1111-2222-3333-444444444444",
+                "resource-group": "rg", "arm-endpoint": "{ARM}"}}"#
         ))
         .unwrap();
         Azure {

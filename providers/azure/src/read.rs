@@ -14,14 +14,14 @@ use crate::Azure;
 
 impl<T: Transport> Azure<T> {
     /// `/subscriptions/{s}/resourceGroups/{rg}/providers/{rest}` of each
-    /// resource group, listed at `api_version`.
-    fn list_in_groups<R: serde::de::DeserializeOwned>(
+    /// group of virtual networks and NSGs, listed at `api_version`.
+    fn list_in_network_groups<R: serde::de::DeserializeOwned>(
         &self,
         rest: &str,
         api_version: &str,
     ) -> Result<Vec<R>, Error> {
         let mut all = Vec::new();
-        for group in &self.settings.resource_groups {
+        for group in self.settings.network_groups() {
             let path = format!("{}/providers/{rest}", self.group_path(group));
             all.extend(self.arm.list(&self.arm.url(&path, api_version))?);
         }
@@ -31,12 +31,12 @@ impl<T: Transport> Azure<T> {
     fn group_path(&self, group: &str) -> String {
         format!(
             "/subscriptions/{}/resourceGroups/{group}",
-            self.settings.subscription
+            self.settings.subscription_id
         )
     }
 
     fn virtual_networks(&self) -> Result<Vec<VirtualNetwork>, Error> {
-        self.list_in_groups(
+        self.list_in_network_groups(
             "Microsoft.Network/virtualNetworks",
             &self.settings.api_versions.network,
         )
@@ -51,7 +51,7 @@ impl<T: Transport> Azure<T> {
     }
 
     pub fn security_groups(&self) -> Result<Vec<SecurityGroup>, Error> {
-        let nsgs: Vec<NetworkSecurityGroup> = self.list_in_groups(
+        let nsgs: Vec<NetworkSecurityGroup> = self.list_in_network_groups(
             "Microsoft.Network/networkSecurityGroups",
             &self.settings.api_versions.network,
         )?;
@@ -61,65 +61,64 @@ impl<T: Transport> Azure<T> {
         ))
     }
 
-    /// The selected scale sets' VMs and NICs, then the standalone VMs' NICs.
+    /// The node resource group's selected scale sets' VMs and NICs, then
+    /// its standalone VMs' NICs.
     pub fn instances(&self, ids: &[String]) -> Result<Vec<Instance>, Error> {
         let settings = &self.settings;
         let versions = &settings.api_versions;
         let mut vms: Vec<VmInfo> = Vec::new();
         let mut nics: Vec<Nic> = Vec::new();
-        for group in &settings.resource_groups {
-            let group_path = self.group_path(group);
-            let scale_sets: Vec<ScaleSet> = self.arm.list(&self.arm.url(
-                &format!("{group_path}/providers/Microsoft.Compute/virtualMachineScaleSets"),
+        let group_path = self.group_path(&settings.resource_group);
+        let scale_sets: Vec<ScaleSet> = self.arm.list(&self.arm.url(
+            &format!("{group_path}/providers/Microsoft.Compute/virtualMachineScaleSets"),
+            &versions.compute,
+        ))?;
+        let selected = scale_sets.iter().filter(|s| {
+            let named = settings
+                .scale_sets
+                .as_ref()
+                .is_none_or(|names| names.iter().any(|n| n.eq_ignore_ascii_case(&s.name)));
+            named && has_tags(&s.tags, &settings.instance_tags)
+        });
+        for scale_set in selected {
+            let path = format!(
+                "{group_path}/providers/Microsoft.Compute/virtualMachineScaleSets/{}",
+                scale_set.name
+            );
+            let members: Vec<ScaleSetVm> = self.arm.list(
+                &self
+                    .arm
+                    .url(&format!("{path}/virtualMachines"), &versions.compute),
+            )?;
+            vms.extend(members.iter().map(|vm| VmInfo {
+                id: canonical(&vm.id),
+                size: vm.sku.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+                location: vm.location.clone(),
+            }));
+            nics.extend(self.arm.list::<Nic>(&self.arm.url(
+                &format!("{path}/networkInterfaces"),
+                &versions.scale_set_network,
+            ))?);
+        }
+        if settings.standalone_vms {
+            let standalone: Vec<VirtualMachine> = self.arm.list(&self.arm.url(
+                &format!("{group_path}/providers/Microsoft.Compute/virtualMachines"),
                 &versions.compute,
             ))?;
-            let selected = scale_sets.iter().filter(|s| {
-                let named = settings
-                    .scale_sets
-                    .as_ref()
-                    .is_none_or(|names| names.iter().any(|n| n.eq_ignore_ascii_case(&s.name)));
-                named && has_tags(&s.tags, &settings.instance_tags)
-            });
-            for scale_set in selected {
-                let path = format!(
-                    "{group_path}/providers/Microsoft.Compute/virtualMachineScaleSets/{}",
-                    scale_set.name
-                );
-                let members: Vec<ScaleSetVm> = self.arm.list(
-                    &self
-                        .arm
-                        .url(&format!("{path}/virtualMachines"), &versions.compute),
-                )?;
-                vms.extend(members.iter().map(|vm| VmInfo {
-                    id: canonical(&vm.id),
-                    size: vm.sku.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
-                    location: vm.location.clone(),
-                }));
-                nics.extend(self.arm.list::<Nic>(&self.arm.url(
-                    &format!("{path}/networkInterfaces"),
-                    &versions.scale_set_network,
-                ))?);
-            }
-            if settings.standalone_vms {
-                let standalone: Vec<VirtualMachine> = self.arm.list(&self.arm.url(
-                    &format!("{group_path}/providers/Microsoft.Compute/virtualMachines"),
-                    &versions.compute,
-                ))?;
-                vms.extend(
-                    standalone
-                        .iter()
-                        .filter(|vm| has_tags(&vm.tags, &settings.instance_tags))
-                        .map(|vm| VmInfo {
-                            id: canonical(&vm.id),
-                            size: vm.properties.hardware_profile.vm_size.clone(),
-                            location: vm.location.clone(),
-                        }),
-                );
-                nics.extend(self.arm.list::<Nic>(&self.arm.url(
-                    &format!("{group_path}/providers/Microsoft.Network/networkInterfaces"),
-                    &versions.network,
-                ))?);
-            }
+            vms.extend(
+                standalone
+                    .iter()
+                    .filter(|vm| has_tags(&vm.tags, &settings.instance_tags))
+                    .map(|vm| VmInfo {
+                        id: canonical(&vm.id),
+                        size: vm.properties.hardware_profile.vm_size.clone(),
+                        location: vm.location.clone(),
+                    }),
+            );
+            nics.extend(self.arm.list::<Nic>(&self.arm.url(
+                &format!("{group_path}/providers/Microsoft.Network/networkInterfaces"),
+                &versions.network,
+            ))?);
         }
         if !ids.is_empty() {
             let wanted: Vec<String> = ids.iter().map(|id| canonical(id)).collect();
@@ -131,10 +130,13 @@ impl<T: Transport> Azure<T> {
     /// The VM size's NIC count from Resource SKUs; 256 IPv4 configurations
     /// per NIC; no prefixes on Azure.
     pub fn instance_limits(&self, size: &str) -> Result<Limits, Error> {
-        let path = format!(
-            "/subscriptions/{}/providers/Microsoft.Compute/skus?$filter=location%20eq%20%27{}%27",
-            self.settings.subscription, self.settings.location
+        let mut path = format!(
+            "/subscriptions/{}/providers/Microsoft.Compute/skus",
+            self.settings.subscription_id
         );
+        if let Some(location) = &self.settings.location {
+            path.push_str(&format!("?$filter=location%20eq%20%27{location}%27"));
+        }
         let skus: Vec<ResourceSku> = self.arm.list(
             &self
                 .arm
@@ -145,8 +147,12 @@ impl<T: Transport> Azure<T> {
             .find(|s| s.resource_type == "virtualMachines" && s.name.eq_ignore_ascii_case(size))
             .ok_or_else(|| {
                 Error::NotFound(format!(
-                    "VM size {size} is not among {}'s Resource SKUs",
-                    self.settings.location
+                    "VM size {size} is not among the Resource SKUs{}",
+                    self.settings
+                        .location
+                        .as_ref()
+                        .map(|l| format!(" of {l}"))
+                        .unwrap_or_default()
                 ))
             })?;
         let interfaces = sku

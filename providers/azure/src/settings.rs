@@ -12,12 +12,18 @@ pub const PUBLIC_ARM_ENDPOINT: &str = "https://management.azure.com";
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Settings {
     /// The subscription id (a GUID) everything lives in.
-    pub subscription: String,
-    /// The cluster's region (`eastus`): Resource SKUs are read for it.
-    pub location: String,
-    /// Resource groups whose virtual networks, NSGs, scale sets, VMs and
-    /// NICs are read (the node resource group, and the VNet's when apart).
-    pub resource_groups: Vec<String>,
+    pub subscription_id: String,
+    /// The resource group of the nodes: their scale sets, VMs and NICs, and
+    /// virtual networks and NSGs (AKS's `MC_...` group).
+    pub resource_group: String,
+    /// More resource groups whose virtual networks and NSGs are read (a
+    /// cluster on a virtual network of its own group).
+    #[serde(default)]
+    pub network_resource_groups: Vec<String>,
+    /// The cluster's region (`eastus`): Resource SKUs are read for it; for
+    /// every region when unset (a larger answer).
+    #[serde(default)]
+    pub location: Option<String>,
     /// Only these scale sets (by name) give instances; all of the resource
     /// groups' when unset.
     #[serde(default)]
@@ -136,30 +142,33 @@ impl Settings {
     }
 
     fn check(&self) -> Result<(), String> {
-        if !is_guid(&self.subscription) {
+        if !is_guid(&self.subscription_id) {
             return Err(format!(
-                "subscription {:?}: expected a subscription id (a GUID)",
-                self.subscription
+                "subscription-id {:?}: expected a subscription id (a GUID)",
+                self.subscription_id
             ));
         }
-        let location_ok = !self.location.is_empty()
-            && self
-                .location
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-        if !location_ok {
+        if let Some(location) = &self.location {
+            let location_ok = !location.is_empty()
+                && location
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+            if !location_ok {
+                return Err(format!(
+                    "location {location:?}: expected a region name such as eastus"
+                ));
+            }
+        }
+        if !is_path_safe(&self.resource_group) {
             return Err(format!(
-                "location {:?}: expected a region name such as eastus",
-                self.location
+                "resource-group {:?}: not a resource group name",
+                self.resource_group
             ));
         }
-        if self.resource_groups.is_empty() {
-            return Err("resource-groups: name at least one".to_string());
-        }
-        for (i, group) in self.resource_groups.iter().enumerate() {
+        for (i, group) in self.network_resource_groups.iter().enumerate() {
             if !is_path_safe(group) {
                 return Err(format!(
-                    "resource-groups[{i}] {group:?}: not a resource group name"
+                    "network-resource-groups[{i}] {group:?}: not a resource group name"
                 ));
             }
         }
@@ -218,6 +227,16 @@ impl Settings {
         Ok(())
     }
 
+    /// The groups whose virtual networks and NSGs are read: the nodes'
+    /// first, then the network ones.
+    pub fn network_groups(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.resource_group).chain(
+            self.network_resource_groups
+                .iter()
+                .filter(|g| !g.eq_ignore_ascii_case(&self.resource_group)),
+        )
+    }
+
     /// The endpoint without a trailing slash, for joining paths.
     pub fn endpoint(&self) -> &str {
         self.arm_endpoint.trim_end_matches('/')
@@ -247,9 +266,7 @@ mod tests {
     }
 
     fn with(extra: &str) -> String {
-        format!(
-            r#"{{"subscription": "{SUB}", "location": "eastus", "resource-groups": ["rg"]{extra}}}"#
-        )
+        format!(r#"{{"subscription-id": "{SUB}", "resource-group": "rg"{extra}}}"#)
     }
 
     #[test]
@@ -259,21 +276,30 @@ mod tests {
         assert_eq!(settings.api_versions.scale_set_network, "2018-10-01");
         assert!(settings.standalone_vms);
         assert_eq!(settings.scale_sets, None);
+        assert_eq!(settings.location, None);
         assert_eq!(settings.operation_timeout_ms, 25_000);
+        assert_eq!(settings.network_groups().collect::<Vec<_>>(), ["rg"]);
         let custom = Settings::parse(&with(
-            r#", "arm-endpoint": "http://127.0.0.1:8080/", "api-versions": {"network": "2023-09-01-preview"}"#,
+            r#", "arm-endpoint": "http://127.0.0.1:8080/", "location": "eastus",
+               "network-resource-groups": ["RG", "vnet-rg"],
+               "api-versions": {"network": "2023-09-01-preview"}"#,
         ))
         .expect("good settings");
         assert_eq!(custom.endpoint(), "http://127.0.0.1:8080");
+        assert_eq!(custom.location.as_deref(), Some("eastus"));
+        assert_eq!(
+            custom.network_groups().collect::<Vec<_>>(),
+            ["rg", "vnet-rg"]
+        );
         assert_eq!(custom.api_versions.network, "2023-09-01-preview");
         assert_eq!(custom.api_versions.compute, "2024-07-01");
     }
 
     #[test]
     fn unknown_keys_are_refused_and_named_at_every_level() {
-        let top = refused(&with(r#", "resource-group": "x""#));
+        let top = refused(&with(r#", "resource-groups": ["x"]"#));
         assert!(
-            top.starts_with("settings: resource-group: unknown field"),
+            top.starts_with("settings: resource-groups: unknown field"),
             "{top}"
         );
         let nested = refused(&with(r#", "api-versions": {"storage": "2024-01-01"}"#));
@@ -297,6 +323,11 @@ mod tests {
             ),
             (r#", "scale-sets": ["a/b"]"#, "scale-sets[0]"),
             (
+                r#", "network-resource-groups": [""]"#,
+                "network-resource-groups[0]",
+            ),
+            (r#", "location": "East US""#, "location \"East US\""),
+            (
                 r#", "subnet-tags": {"": "x"}"#,
                 "subnet-tags: a tag key is empty",
             ),
@@ -305,21 +336,14 @@ mod tests {
             let text = refused(&with(extra));
             assert!(text.contains(says), "{extra}: {text}");
         }
-        let text =
-            refused(r#"{"subscription": "sub", "location": "eastus", "resource-groups": ["rg"]}"#);
+        let text = refused(r#"{"subscription-id": "sub", "resource-group": "rg"}"#);
         assert!(text.contains("expected a subscription id"), "{text}");
         let text = refused(&format!(
-            r#"{{"subscription": "{SUB}", "location": "East US", "resource-groups": ["rg"]}}"#
+            r#"{{"subscription-id": "{SUB}", "resource-group": "a/b"}}"#
         ));
-        assert!(text.contains("location \"East US\""), "{text}");
-        let text = refused(&format!(
-            r#"{{"subscription": "{SUB}", "location": "eastus", "resource-groups": []}}"#
-        ));
-        assert!(text.contains("resource-groups"), "{text}");
-        let text = refused(&format!(
-            r#"{{"subscription": "{SUB}", "location": "eastus"}}"#
-        ));
-        assert_eq!(text, "settings: missing field `resource-groups`");
+        assert!(text.contains("resource-group \"a/b\""), "{text}");
+        let text = refused(&format!(r#"{{"subscription-id": "{SUB}"}}"#));
+        assert_eq!(text, "settings: missing field `resource-group`");
     }
 
     #[test]

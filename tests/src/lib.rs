@@ -1,7 +1,8 @@
 //! Fixtures of the integration tests and benchmarks, one of each: the
 //! components built by `cargo xtask providers`, one provider runtime per
-//! process, provider configs, nodes, engine parts, stub HTTP servers, a
-//! recording proxy, moto and a fake Kubernetes API server.
+//! process, provider configs, nodes, engine parts, stub HTTP servers, an ARM
+//! stub (`arm_stub`), a recording proxy, moto and a fake Kubernetes API
+//! server.
 
 pub mod arm_stub;
 pub mod ec2_proxy;

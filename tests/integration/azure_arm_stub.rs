@@ -596,7 +596,7 @@ async fn the_hosts_entra_token_and_default_egress_serve_the_component() {
     let egress = ipam_clouds::Cloud::Azure
         .default_egress(&settings.to_string())
         .expect("the default egress");
-    assert_eq!(egress, [arm.endpoint.clone()]);
+    assert_eq!(egress, std::slice::from_ref(&arm.endpoint));
     let mut config = common::config(&settings.to_string());
     config.limits.timeout = Duration::from_secs(30);
     config.egress = egress;

@@ -2,7 +2,9 @@
 //! (`tests/src/arm_stub.rs`): every operation, a scale-set VM and a
 //! standalone VM each getting addresses and giving them back (the release
 //! Cilium's Azure mode lacks), ARM's errors as WIT variants, the
-//! conformance suite, settings and credentials.
+//! conformance suite, the engine converging Azure-mode nodes and releasing
+//! their excess through the handshake, the host's Entra token and default
+//! egress, settings (the deploy overlay's among them) and credentials.
 
 use ipam_tests as common;
 
@@ -626,4 +628,106 @@ async fn the_azure_overlay_settings_configure_the_component() {
         .load(&common::component("azure"), config)
         .await
         .expect("the overlay's settings configure the azure component");
+}
+
+/// The engine over the component: Azure-mode nodes on the scale-set VM and
+/// the standalone VM get their pool from ARM and publish status.azure, and
+/// the excess goes back to ARM through the release handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_converges_azure_mode_nodes_and_releases_their_excess() {
+    use ipam_ciliumnode::{AzureSpec, ReleaseState};
+    use ipam_engine::{InstanceCache, LimitedCloud, MemoryNodeStore, NodeStore};
+
+    let arm = ArmStub::start().await;
+    let azure = azure(&arm).await;
+    let limits = common::declared_limits(&azure);
+    let cloud: std::sync::Arc<dyn CloudApi> = std::sync::Arc::new(LimitedCloud::new(azure, limits));
+    let store = std::sync::Arc::new(MemoryNodeStore::new());
+    let nodes = [
+        (
+            "aks-pool-0",
+            arm_stub::scale_set_vm_id(),
+            arm_stub::scale_set_nic_id(),
+        ),
+        ("vm1", arm_stub::vm_id(), arm_stub::vm_nic_id()),
+    ];
+    for (name, vm, _) in &nodes {
+        let mut node = common::node(name, &lower(vm), 4);
+        node.spec.azure = Some(AzureSpec {
+            interface_name: "eth0".into(),
+        });
+        store.upsert(node).expect("stored");
+    }
+    let release_delay = Duration::from_secs(30);
+    let mut settings = common::engine_settings(false);
+    settings.release_delay = release_delay;
+    let engine = common::maintainer(
+        cloud,
+        std::sync::Arc::new(InstanceCache::new()),
+        store.clone(),
+        settings,
+    );
+
+    for (name, _, nic) in &nodes {
+        engine.allocate(name, 0).await.expect("allocated");
+        let node = store.get(name).await.expect("read").expect("the node");
+        assert!(
+            node.spec.ipam.pool.len() >= 4,
+            "{name}: {:?}",
+            node.spec.ipam.pool
+        );
+        let held: Vec<String> = arm
+            .nic_addresses(nic)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for address in node.spec.ipam.pool.keys() {
+            assert!(
+                held.contains(address),
+                "{name}: {address} is pooled but not on {nic} in ARM"
+            );
+        }
+        let published = &node.status.azure.interfaces;
+        assert_eq!(published.len(), 1, "{name}: {published:?}");
+        assert_eq!(published[0].id, *nic);
+        assert_eq!(published[0].cidr, arm_stub::SUBNET_CIDR);
+        assert_eq!(published[0].gateway_ip, "10.0.0.1");
+    }
+
+    // Demand drops to nothing: the excess is marked after the delay, the
+    // agent declares it ready, and it leaves ARM.
+    let (name, _, nic) = &nodes[0];
+    let before = arm.nic_addresses(nic).len();
+    store
+        .agent_update(name, |n| n.spec.ipam.pre_allocate = Some(0))
+        .expect("agent update");
+    let t0 = tokio::time::Instant::now();
+    engine.release(name, t0).await.expect("first round");
+    let round = engine
+        .release(name, t0 + release_delay)
+        .await
+        .expect("marking round");
+    let marked = round.marked.len();
+    assert!(marked > 0, "excess marked");
+    store
+        .agent_update(name, |n| {
+            for state in n.status.ipam.release_ips.values_mut() {
+                *state = ReleaseState::ReadyForRelease;
+            }
+        })
+        .expect("agent update");
+    let round = engine
+        .release(name, t0 + release_delay * 2)
+        .await
+        .expect("releasing round");
+    assert_eq!(
+        round.released.len(),
+        marked,
+        "every marked address was ready"
+    );
+    assert_eq!(
+        arm.nic_addresses(nic).len(),
+        before - round.released.len(),
+        "the released addresses left the scale-set VM's NIC in ARM"
+    );
 }

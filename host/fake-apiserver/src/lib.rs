@@ -48,6 +48,21 @@ pub const ENDPOINTSLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 
 type Body = BoxBody<Bytes, Infallible>;
 
+/// A kubeconfig at `path` for a fake server serving HTTP at `address`, for
+/// a process under test.
+pub fn write_kubeconfig(path: &std::path::Path, address: std::net::SocketAddr) {
+    std::fs::write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
+             clusters: [{{name: fake, cluster: {{server: 'http://{address}'}}}}]\n\
+             users: [{{name: fake, user: {{token: test}}}}]\n\
+             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n"
+        ),
+    )
+    .expect("write the kubeconfig");
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Logged {
     pub method: Method,

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -36,18 +36,7 @@ pub fn plugin_binary() -> PathBuf {
     plugin
 }
 
-pub fn write_kubeconfig(path: &Path, api: SocketAddr) {
-    std::fs::write(
-        path,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
-             clusters: [{{name: fake, cluster: {{server: 'http://{api}'}}}}]\n\
-             users: [{{name: fake, user: {{token: test}}}}]\n\
-             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n"
-        ),
-    )
-    .expect("write the kubeconfig");
-}
+pub use ipam_fake_apiserver::write_kubeconfig;
 
 /// The Node the agent runs on.
 pub fn node_object() -> Value {

@@ -2,7 +2,6 @@
 //! endpoints, a kubeconfig for the fake API server.
 
 use std::io::{Read, Write};
-use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;
 
@@ -26,19 +25,7 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// A kubeconfig at `path` for the fake API server at `api`.
-pub fn write_kubeconfig(path: &Path, api: std::net::SocketAddr) {
-    std::fs::write(
-        path,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n\
-             clusters: [{{name: fake, cluster: {{server: 'http://{api}'}}}}]\n\
-             users: [{{name: fake, user: {{token: test}}}}]\n\
-             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\n"
-        ),
-    )
-    .expect("write the kubeconfig");
-}
+pub use ipam_tests::fake_apiserver::write_kubeconfig;
 
 /// Send SIGTERM to `child` and wait up to 10 s for it to exit.
 pub async fn terminate(child: &mut Child) -> ExitStatus {

@@ -183,3 +183,109 @@ impl<T: Transport> Azure<T> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::arm::scripted::{answer, Scripted};
+    use crate::settings::Settings;
+
+    const ARM: &str = "http://127.0.0.1:1";
+    const SUB: &str = "00000000-1111-2222-3333-444444444444";
+
+    fn azure(location: Option<&str>, answers: Vec<crate::transport::Response>) -> Azure<Scripted> {
+        let mut settings = serde_json::json!({
+            "subscription-id": SUB, "resource-group": "rg", "arm-endpoint": ARM,
+        });
+        if let Some(location) = location {
+            settings["location"] = location.into();
+        }
+        let settings = Settings::parse(&settings.to_string()).expect("settings");
+        Azure::new(Scripted::new(answers), settings)
+    }
+
+    const SKUS: &str = r#"{"value": [
+        {"resourceType": "disks", "name": "Standard_D2s_v3", "capabilities": []},
+        {"resourceType": "virtualMachines", "name": "Standard_D2s_v3",
+         "capabilities": [{"name": "MaxNetworkInterfaces", "value": "2"}]},
+        {"resourceType": "virtualMachines", "name": "Standard_Bad",
+         "capabilities": [{"name": "MaxNetworkInterfaces", "value": "0"}]},
+        {"resourceType": "virtualMachines", "name": "Standard_None", "capabilities": []}
+    ]}"#;
+
+    #[test]
+    fn limits_come_from_the_vm_sku_of_the_location_when_one_is_set() {
+        let azure = azure(Some("eastus"), vec![answer(200, &[], SKUS)]);
+        let limits = azure.instance_limits("standard_d2s_v3").expect("limits");
+        assert_eq!(
+            (
+                limits.max_interfaces,
+                limits.ipv4_per_interface,
+                limits.ipv6_per_interface,
+                limits.prefix_delegation
+            ),
+            (2, 256, 0, false)
+        );
+        assert_eq!(
+            azure.arm.transport.urls(),
+            [format!(
+                "GET {ARM}/subscriptions/{SUB}/providers/Microsoft.Compute/skus?$filter=location%20eq%20%27eastus%27&api-version=2021-07-01"
+            )]
+        );
+    }
+
+    #[test]
+    fn without_a_location_every_regions_skus_are_read() {
+        let azure = azure(None, vec![answer(200, &[], SKUS)]);
+        azure.instance_limits("Standard_D2s_v3").expect("limits");
+        assert_eq!(
+            azure.arm.transport.urls(),
+            [format!("GET {ARM}/subscriptions/{SUB}/providers/Microsoft.Compute/skus?api-version=2021-07-01")]
+        );
+    }
+
+    #[test]
+    fn an_unknown_size_is_not_found_and_a_bad_sku_is_other() {
+        let azure = azure(
+            None,
+            vec![
+                answer(200, &[], SKUS),
+                answer(200, &[], SKUS),
+                answer(200, &[], SKUS),
+            ],
+        );
+        assert!(
+            matches!(azure.instance_limits("Standard_Nope"), Err(Error::NotFound(m)) if m.contains("Standard_Nope"))
+        );
+        assert!(
+            matches!(azure.instance_limits("Standard_Bad"), Err(Error::Other(m)) if m.contains("not a count"))
+        );
+        assert!(
+            matches!(azure.instance_limits("Standard_None"), Err(Error::Other(m)) if m.contains("no MaxNetworkInterfaces"))
+        );
+    }
+
+    #[test]
+    fn networks_are_read_in_the_nodes_group_and_the_network_groups() {
+        let settings = Settings::parse(&format!(
+            r#"{{"subscription-id": "{SUB}", "resource-group": "MC_rg", "arm-endpoint": "{ARM}",
+                "network-resource-groups": ["vnet-rg"]}}"#
+        ))
+        .expect("settings");
+        let empty = || answer(200, &[], r#"{"value": []}"#);
+        let azure = Azure::new(Scripted::new(vec![empty(), empty()]), settings);
+        assert!(azure.vpcs().expect("vpcs").is_empty());
+        let urls = azure.arm.transport.urls();
+        assert!(
+            urls[0].contains("/resourceGroups/MC_rg/providers/Microsoft.Network/virtualNetworks?"),
+            "{urls:?}"
+        );
+        assert!(
+            urls[1]
+                .contains("/resourceGroups/vnet-rg/providers/Microsoft.Network/virtualNetworks?"),
+            "{urls:?}"
+        );
+    }
+}

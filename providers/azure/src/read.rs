@@ -186,8 +186,6 @@ impl<T: Transport> Azure<T> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::arm::scripted::{answer, Scripted};
     use crate::settings::Settings;

@@ -37,8 +37,12 @@ pub enum Parsed {
     /// extension headers, as RFC 6980 has it): let through whatever its
     /// source (duplicate address detection sends from `::`).
     NeighbourDiscovery,
-    Ipv4 { source: [u8; 4] },
-    Ipv6 { source: [u8; 16] },
+    Ipv4 {
+        source: [u8; 4],
+    },
+    Ipv6 {
+        source: [u8; 16],
+    },
 }
 
 /// Why a frame could not be parsed.
@@ -166,7 +170,11 @@ mod tests {
                 ipv4([10, 0, 0, 7])[..14 + 19].to_vec(),
                 Err(ParseError::Truncated),
             ),
-            ("ipv4 header length 4", odd_ihl, Err(ParseError::BadIpHeader)),
+            (
+                "ipv4 header length 4",
+                odd_ihl,
+                Err(ParseError::BadIpHeader),
+            ),
             ("version 6 in ipv4", v6_in_v4, Err(ParseError::BadIpHeader)),
             (
                 "ipv6 udp",

@@ -46,9 +46,7 @@ where
     match lookup(&key) {
         None => Verdict::Drop(DropReason::UnknownSource),
         Some(endpoint) if endpoint.is_host() => Verdict::Drop(DropReason::HostSource),
-        Some(endpoint) if endpoint.ifindex != ifindex => {
-            Verdict::Drop(DropReason::WrongInterface)
-        }
+        Some(endpoint) if endpoint.ifindex != ifindex => Verdict::Drop(DropReason::WrongInterface),
         Some(_) => Verdict::Pass,
     }
 }
@@ -103,7 +101,11 @@ mod tests {
                 ipv4(OTHER_POD_V4),
                 Verdict::Drop(WrongInterface),
             ),
-            ("the host's address", ipv4(HOST_V4), Verdict::Drop(HostSource)),
+            (
+                "the host's address",
+                ipv4(HOST_V4),
+                Verdict::Drop(HostSource),
+            ),
             ("arp", ethernet(ETH_P_ARP, &[0; 28]), Verdict::Pass),
             (
                 "neighbour solicitation from ::",

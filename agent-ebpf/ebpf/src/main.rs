@@ -11,7 +11,9 @@
 #![no_main]
 
 use agent_ebpf_common::maps::{COUNTERS_MAX_ENTRIES, ENDPOINTS_MAX_ENTRIES};
-use agent_ebpf_common::{verdict, EndpointCounters, EndpointInfo, EndpointKey, PacketBytes, Verdict};
+use agent_ebpf_common::{
+    verdict, EndpointCounters, EndpointInfo, EndpointKey, PacketBytes, Verdict,
+};
 use aya_ebpf::bindings::BPF_NOEXIST;
 use aya_ebpf::macros::{classifier, map};
 use aya_ebpf::maps::{HashMap, PerCpuHashMap};

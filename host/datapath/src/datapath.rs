@@ -248,7 +248,7 @@ impl Datapath {
     pub fn remove_endpoint(&mut self, address: IpAddr) -> Result<bool, DatapathError> {
         match self.endpoints.remove(&KeyPod(endpoint_key(address))) {
             Ok(()) => Ok(true),
-            Err(MapError::KeyNotFound) => Ok(false),
+            Err(e) if is_not_found(&e) => Ok(false),
             Err(e) => Err(DatapathError::map(
                 format!("removing the endpoint {address}"),
                 e,
@@ -284,7 +284,8 @@ impl Datapath {
         }
         for key in &plan.remove {
             match self.endpoints.remove(&KeyPod(*key)) {
-                Ok(()) | Err(MapError::KeyNotFound) => {}
+                Ok(()) => {}
+                Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(DatapathError::map("removing a host address", e)),
             }
         }
@@ -320,7 +321,7 @@ impl Datapath {
     pub fn forget_counters(&mut self, ifindex: u32) -> Result<bool, DatapathError> {
         match self.counters.remove(&ifindex) {
             Ok(()) => Ok(true),
-            Err(MapError::KeyNotFound) => Ok(false),
+            Err(e) if is_not_found(&e) => Ok(false),
             Err(e) => Err(DatapathError::map(
                 format!("removing the counters of ifindex {ifindex}"),
                 e,
@@ -369,6 +370,18 @@ impl Datapath {
             action: result.return_value as i32,
             per_run: result.duration,
         })
+    }
+}
+
+/// Whether a map operation failed for want of the key: aya says so as
+/// `KeyNotFound` on lookups but as the syscall's ENOENT on deletes.
+fn is_not_found(error: &MapError) -> bool {
+    match error {
+        MapError::KeyNotFound => true,
+        MapError::SyscallError(SyscallError { io_error, .. }) => {
+            io_error.kind() == io::ErrorKind::NotFound
+        }
+        _ => false,
     }
 }
 

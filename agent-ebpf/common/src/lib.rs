@@ -5,10 +5,11 @@
 //!   `#[repr(C)]` keys and values ([`EndpointKey`], [`EndpointInfo`],
 //!   [`EndpointCounters`]), so both sides agree byte for byte.
 //! - [`packet`]: parsing Ethernet, ARP, IPv4 and IPv6 (and spotting
-//!   neighbour discovery) through [`PacketBytes`], which the eBPF program
-//!   backs with `bpf_skb_load_bytes` (bounds checked by the kernel, so a
-//!   truncated packet is an error, never an out-of-bounds read) and the
-//!   host's tests with a byte slice.
+//!   neighbour and multicast listener discovery) through [`PacketBytes`],
+//!   which the eBPF program backs with bounds-checked direct packet access
+//!   and `bpf_skb_load_bytes` past the linear data (so a truncated packet
+//!   is an error, never an out-of-bounds read) and the host's tests with a
+//!   byte slice.
 //! - [`verdict`]: the decision for one packet from a pod: pass it, or drop
 //!   it for a [`DropReason`].
 //!

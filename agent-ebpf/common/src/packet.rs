@@ -7,6 +7,14 @@
 pub trait PacketBytes {
     /// The `N` bytes at `offset`, or `None` if the frame is shorter.
     fn read<const N: usize>(&self, offset: usize) -> Option<[u8; N]>;
+
+    /// Like [`PacketBytes::read`], at an offset computed from the packet's
+    /// own bytes (a header length). The eBPF side reads these through the
+    /// kernel's bounds-checked load: the verifier cannot follow a direct
+    /// access at such an offset.
+    fn read_at_computed<const N: usize>(&self, offset: usize) -> Option<[u8; N]> {
+        self.read(offset)
+    }
 }
 
 impl PacketBytes for [u8] {
@@ -23,10 +31,14 @@ pub const ETH_P_IPV6: u16 = 0x86dd;
 const IPV4_HEADER_LEN: usize = 20;
 const IPV6_HEADER_LEN: usize = 40;
 const IPPROTO_ICMPV6: u8 = 58;
+const IPPROTO_HOPOPTS: u8 = 0;
 /// ICMPv6 router solicitation, the first neighbour discovery type (RFC 4861).
 const ND_ROUTER_SOLICIT: u8 = 133;
 /// ICMPv6 redirect, the last neighbour discovery type (RFC 4861).
 const ND_REDIRECT: u8 = 137;
+/// ICMPv6 multicast listener query, report and done (MLDv1, RFC 2710) and
+/// MLDv2 report (RFC 3810).
+const MLD_TYPES: [u8; 4] = [130, 131, 132, 143];
 
 /// What a frame from a pod is, as far as the source check cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +49,10 @@ pub enum Parsed {
     /// extension headers, as RFC 6980 has it): let through whatever its
     /// source (duplicate address detection sends from `::`).
     NeighbourDiscovery,
+    /// ICMPv6 multicast listener discovery behind its hop-by-hop (router
+    /// alert) header: let through like neighbour discovery; a pod sends it
+    /// from its link-local address (or `::`) when its interface comes up.
+    MulticastListener,
     Ipv4 {
         source: [u8; 4],
     },
@@ -88,12 +104,23 @@ fn parse_ipv6<P: PacketBytes + ?Sized>(frame: &P) -> Result<Parsed, ParseError> 
     if header[0] >> 4 != 6 {
         return Err(ParseError::BadIpHeader);
     }
+    let after_header = ETH_HEADER_LEN + IPV6_HEADER_LEN;
     if header[6] == IPPROTO_ICMPV6 {
-        let [icmp_type]: [u8; 1] = frame
-            .read(ETH_HEADER_LEN + IPV6_HEADER_LEN)
-            .ok_or(ParseError::Truncated)?;
+        let [icmp_type]: [u8; 1] = frame.read(after_header).ok_or(ParseError::Truncated)?;
         if (ND_ROUTER_SOLICIT..=ND_REDIRECT).contains(&icmp_type) {
             return Ok(Parsed::NeighbourDiscovery);
+        }
+    } else if header[6] == IPPROTO_HOPOPTS {
+        let [next_header, length_words]: [u8; 2] =
+            frame.read(after_header).ok_or(ParseError::Truncated)?;
+        if next_header == IPPROTO_ICMPV6 {
+            // The hop-by-hop header's length is in 8-byte units, not
+            // counting the first 8.
+            let icmp = after_header + (usize::from(length_words) + 1) * 8;
+            let [icmp_type]: [u8; 1] = frame.read_at_computed(icmp).ok_or(ParseError::Truncated)?;
+            if MLD_TYPES.contains(&icmp_type) {
+                return Ok(Parsed::MulticastListener);
+            }
         }
     }
     let mut source = [0; 16];
@@ -143,6 +170,8 @@ mod tests {
     use super::*;
 
     const POD_V6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7];
+    /// A hop-by-hop header with a router alert option, then an MLDv2 report.
+    const MLD_REPORT: [u8; 12] = [58, 0, 5, 2, 0, 0, 1, 0, 143, 0, 0, 0];
 
     #[test]
     fn parses_what_the_check_needs() {
@@ -200,6 +229,30 @@ mod tests {
                 "mld report is not neighbour discovery",
                 ipv6(POD_V6, 58, &[143, 0, 0, 0]),
                 Ok(Parsed::Ipv6 { source: POD_V6 }),
+            ),
+            (
+                "mldv2 report behind a router alert",
+                ipv6(
+                    [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                    0,
+                    &MLD_REPORT,
+                ),
+                Ok(Parsed::MulticastListener),
+            ),
+            (
+                "udp behind a hop-by-hop header",
+                ipv6(POD_V6, 0, &[17, 0, 5, 2, 0, 0, 1, 0, 0, 0, 0, 0]),
+                Ok(Parsed::Ipv6 { source: POD_V6 }),
+            ),
+            (
+                "echo request behind a hop-by-hop header",
+                ipv6(POD_V6, 0, &[58, 0, 5, 2, 0, 0, 1, 0, 128, 0, 0, 0]),
+                Ok(Parsed::Ipv6 { source: POD_V6 }),
+            ),
+            (
+                "hop-by-hop header longer than the frame",
+                ipv6(POD_V6, 0, &[58, 3, 5, 2, 0, 0, 1, 0, 143, 0, 0, 0]),
+                Err(ParseError::Truncated),
             ),
             (
                 "icmpv6 without its type",

@@ -26,7 +26,7 @@ impl Verdict {
 }
 
 /// Judges a frame that arrived from the pod behind interface `ifindex`:
-/// ARP and neighbour discovery pass; an IP packet passes only if `lookup`
+/// ARP, neighbour discovery and multicast listener discovery pass; an IP packet passes only if `lookup`
 /// finds its source address as a pod endpoint on this same interface.
 #[inline(always)]
 pub fn verdict<P, L>(frame: &P, ifindex: u32, lookup: L) -> Verdict
@@ -35,7 +35,9 @@ where
     L: FnOnce(&EndpointKey) -> Option<EndpointInfo>,
 {
     let key = match parse(frame) {
-        Ok(Parsed::Arp | Parsed::NeighbourDiscovery) => return Verdict::Pass,
+        Ok(Parsed::Arp | Parsed::NeighbourDiscovery | Parsed::MulticastListener) => {
+            return Verdict::Pass
+        }
         Ok(Parsed::Ipv4 { source }) => EndpointKey::ipv4(source),
         Ok(Parsed::Ipv6 { source }) => EndpointKey::ipv6(source),
         Err(ParseError::Truncated | ParseError::BadIpHeader) => {

@@ -30,14 +30,28 @@ static ENDPOINTS: HashMap<EndpointKey, EndpointInfo> =
 static EP_COUNTERS: PerCpuHashMap<u32, EndpointCounters> =
     PerCpuHashMap::with_max_entries(COUNTERS_MAX_ENTRIES, 0);
 
-/// The frame behind a tc context. Reads go through `bpf_skb_load_bytes`,
-/// which the kernel bounds-checks (non-linear data included), so a read past
-/// the end is an error here rather than a verifier-visible packet access.
+/// The frame behind a tc context. A read within the linear data is a
+/// direct packet access, bounds-checked against `data_end` where the
+/// verifier sees it; a read past it (non-linear data, or a truncated frame)
+/// goes through `bpf_skb_load_bytes`, which the kernel bounds-checks and
+/// fails past the end. Either way nothing is read out of bounds.
 struct Frame<'a>(&'a TcContext);
 
 impl PacketBytes for Frame<'_> {
     #[inline(always)]
     fn read<const N: usize>(&self, offset: usize) -> Option<[u8; N]> {
+        let start = self.0.data() + offset;
+        if start + N <= self.0.data_end() {
+            // SAFETY: [start, start + N) lies within the packet's linear
+            // data, as the comparison above (checked by the verifier too)
+            // shows; [u8; N] has no alignment or validity requirement.
+            return Some(unsafe { core::ptr::read_unaligned(start as *const [u8; N]) });
+        }
+        self.0.load::<[u8; N]>(offset).ok()
+    }
+
+    #[inline(always)]
+    fn read_at_computed<const N: usize>(&self, offset: usize) -> Option<[u8; N]> {
         self.0.load::<[u8; N]>(offset).ok()
     }
 }

@@ -223,7 +223,9 @@ impl Datapath {
     }
 
     /// Detaches the program from the interface with this ifindex by
-    /// removing its pinned link; false if none was pinned.
+    /// removing its pinned link; false if none was pinned. The kernel
+    /// releases the link (and so detaches) from a work queue a moment after;
+    /// deleting the interface detaches it too.
     pub fn detach(&self, ifindex: u32) -> Result<bool, DatapathError> {
         let pin = self.pins.link(ifindex);
         match std::fs::remove_file(&pin) {

@@ -42,11 +42,19 @@ mod tests {
         endpoint_key(address.parse().unwrap())
     }
 
+    /// A case: name, the map's entries, the host's addresses, the plan.
+    type Case = (
+        &'static str,
+        Vec<(EndpointKey, EndpointInfo)>,
+        &'static [&'static str],
+        HostSync,
+    );
+
     #[test]
     fn plans() {
         let pod = EndpointInfo::pod(7, 1);
         let host = EndpointInfo::host();
-        let cases: &[(&str, Vec<(EndpointKey, EndpointInfo)>, &[&str], HostSync)] = &[
+        let cases: &[Case] = &[
             ("empty", vec![], &[], HostSync::default()),
             (
                 "first sync",

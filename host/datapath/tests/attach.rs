@@ -151,7 +151,15 @@ fn attached_to_a_veth_it_passes_the_pods_own_traffic_and_drops_spoofed() {
 
     assert!(second.detach(ifindex).expect("detaching"));
     assert!(!second.detach(ifindex).expect("detaching twice"));
-    assert_eq!(tcx_programs(&host), 0);
+    // The kernel releases an unpinned link from a work queue, a moment later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while tcx_programs(&host) != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program is still attached 5 s after its link was unpinned"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(
         send_from_pod(&host, &pod, SPOOFED, 2),
         2,

@@ -61,6 +61,15 @@ fn each_pod_is_held_to_its_own_sources_and_counted() {
                 None,
             ),
             (
+                "mldv2 report from a link-local address",
+                ipv6(
+                    [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+                    0,
+                    &[58, 0, 5, 2, 0, 0, 1, 0, 143, 0, 0, 0, 0, 0, 0, 0],
+                ),
+                None,
+            ),
+            (
                 "spoofed ipv4 source",
                 ipv4_udp([192, 0, 2, 9]),
                 Some(DropReason::UnknownSource),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use aya::programs::{SchedClassifier, TcAttachType};
 use ipam_datapath::{Attached, Datapath, DropReason, EndpointInfo, PinDir};
 use ipam_netns::{NetLinks, NetNs};
+use support::raw_frame::send_raw_frame;
 use support::*;
 
 const HOST_END: &str = "pod0h";

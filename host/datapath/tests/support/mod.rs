@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each test binary uses its own part of this")]
 
+pub mod raw_frame;
+
 use std::path::{Path, PathBuf};
 
 use ipam_datapath::{ensure_bpffs, Bpffs};

@@ -122,6 +122,33 @@ fn attached_to_a_veth_it_passes_the_pods_own_traffic_and_drops_spoofed() {
         5,
         "{counters:?}"
     );
+
+    // Frames cut inside their IP header, which BPF_PROG_TEST_RUN refuses to
+    // run, reach the program from a real interface: dropped as malformed.
+    let host_mac = host
+        .block_on(|| async {
+            let links = NetLinks::connect().expect("netlink");
+            links.mac(HOST_END).await.expect("reading the MAC")
+        })
+        .expect("entering the host namespace")
+        .expect("the host end has a MAC");
+    pod.block_on(|| async {
+        let links = NetLinks::connect().expect("netlink");
+        let pod_end = links.index(POD_END).await.expect("the pod end's index");
+        for (ether_type, cut_at) in [(0x0800u16, 10), (0x86dd, 20)] {
+            let mut frame = host_mac.to_vec();
+            frame.extend_from_slice(&[0x02, 0, 0, 0, 0, 7]);
+            frame.extend_from_slice(&ether_type.to_be_bytes());
+            frame.extend_from_slice(&ipv4_udp(POD.octets())[14..14 + cut_at]);
+            send_raw_frame(pod_end, &frame).expect("sending a truncated frame");
+        }
+    })
+    .expect("entering the pod namespace");
+    let after = first
+        .counters(ifindex)
+        .expect("reading counters")
+        .expect("counters of the pod's interface");
+    assert_eq!(after.dropped(DropReason::Malformed), 2, "{after:?}");
     drop(first);
 
     // The pinned link outlives the loader, and the next load takes it over.

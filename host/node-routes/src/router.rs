@@ -74,6 +74,19 @@ impl Router {
         self.apply_rules(&plan).await
     }
 
+    /// Adds only the pod address's two rules (an existing one is fine),
+    /// without reading the host's rules or links: for a caller that knows
+    /// the interface's table is in place (it wrote it, by `install` or
+    /// `reconcile`, and nothing flushed it since). Per ADD this saves two
+    /// netlink dumps that grow with the number of pods on the node.
+    pub async fn add_rules(&self, route: &PodRoute) -> Result<(), RouterError> {
+        let plan = Plan {
+            add_rules: route.rules()?.to_vec(),
+            ..Plan::default()
+        };
+        self.apply_rules(&plan).await
+    }
+
     /// Removes the pod address's rules, and its interface's table routes if
     /// no rule looks that table up any more. Removing again is fine.
     pub async fn remove(&self, route: &PodRoute) -> Result<(), RouterError> {

@@ -103,8 +103,14 @@ impl AgentSetup {
             format!("--state-dir={}", dir.path().join("state").display()),
             format!("--socket={}", dir.path().join("agent.sock").display()),
             format!("--listen={health}"),
-            "--status-interval-ms=20".into(),
         ];
+        // Status patches come quickly in tests unless asked otherwise.
+        if !extra
+            .iter()
+            .any(|flag| flag.starts_with("--status-interval-ms"))
+        {
+            args.push("--status-interval-ms=20".into());
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         Self { dir, health, args }
     }

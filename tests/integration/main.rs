@@ -8,6 +8,7 @@ mod allocation;
 mod aws_credentials;
 mod aws_ec2_stub;
 mod aws_moto;
+mod contained_guests;
 mod deploy;
 mod egress_tls;
 mod endpoint_gc;

@@ -2,7 +2,7 @@
 //! environment variable; `--config FILE` reads the same keys from YAML
 //! (flags and variables win over the file).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -121,6 +121,29 @@ pub struct RunArgs {
     /// Memory cap of one provider instance, in MiB.
     #[arg(long, env = "IPAM_PROVIDER_MEMORY_MIB", default_value_t = 128)]
     pub provider_memory_mib: usize,
+    /// Live host resources (wasi:http fields, requests, bodies, streams,
+    /// pollables) one provider instance may hold.
+    #[arg(long, env = "IPAM_PROVIDER_HOST_ENTRIES", default_value_t = CallLimits::default().host_entries)]
+    pub provider_host_entries: usize,
+    /// Bytes those resources may hold (header sets, URLs, buffered bodies),
+    /// in MiB.
+    #[arg(long, env = "IPAM_PROVIDER_HOST_MIB", default_value_t = CallLimits::default().host_bytes >> 20)]
+    pub provider_host_mib: usize,
+    /// Outgoing requests one provider instance may have open at once.
+    #[arg(long, env = "IPAM_PROVIDER_CONCURRENT_REQUESTS", default_value_t = CallLimits::default().concurrent_requests)]
+    pub provider_concurrent_requests: usize,
+    /// Request and response body bytes one provider call may move, in MiB.
+    #[arg(long, env = "IPAM_PROVIDER_CALL_BODY_MIB", default_value_t = CallLimits::default().call_body_bytes >> 20)]
+    pub provider_call_body_mib: u64,
+    /// A special address (cloud metadata, link-local; refused by default
+    /// whatever the allow-list says) the provider may reach; repeatable.
+    #[arg(
+        long = "provider-allow-special-address",
+        env = "IPAM_PROVIDER_ALLOW_SPECIAL_ADDRESSES",
+        value_delimiter = ',',
+        value_name = "IP"
+    )]
+    pub provider_special_addresses: Vec<IpAddr>,
 
     /// Tagged on every interface this operator creates; GC and interface
     /// freeing touch only interfaces with this cluster's tag.
@@ -258,8 +281,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         CallLimits {
             timeout: Duration::from_millis(args.provider_timeout_ms),
             memory_bytes: args.provider_memory_mib << 20,
+            host_entries: args.provider_host_entries,
+            host_bytes: args.provider_host_mib << 20,
+            concurrent_requests: args.provider_concurrent_requests,
+            call_body_bytes: args.provider_call_body_mib << 20,
         },
     )?;
+    provider_config.special_addresses = args.provider_special_addresses.clone();
     match args.credentials_source {
         CredentialsSource::File => {}
         CredentialsSource::Aws => {

@@ -20,7 +20,8 @@ use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
 use ipam_k8s::store::{KubeNodeStore, FIELD_MANAGER};
 use ipam_provider_module::sha256_hex;
-use ipam_provider_runtime::{CallLimits, ProviderRuntime, RuntimeConfig};
+use ipam_provider_runtime::host_budget::OverBudget;
+use ipam_provider_runtime::{BudgetSink, CallLimits, ProviderRuntime, RuntimeConfig};
 use tokio::sync::watch;
 
 use super::kvstore_args::KvstoreArgs;
@@ -307,6 +308,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let rate = rate_settings(&args.rate_buckets, args.rate_global_cap)?;
     let metrics = Arc::new(Metrics::new());
     provider_config.refusals = Some(metrics.clone());
+    provider_config.budget_events = Some(Arc::new(BudgetMetric(metrics.clone())));
     if provider_config.egress.is_empty() {
         provider_config.egress = cloud_kind
             .default_egress(&provider_config.settings)
@@ -463,6 +465,22 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
+    }
+}
+
+/// Counts each call over a provider's host-resource budget in
+/// `cilium_operator_ipam_provider_over_budget{provider, resource}`.
+struct BudgetMetric(Arc<Metrics>);
+
+impl BudgetSink for BudgetMetric {
+    fn over_budget(&self, provider: &str, over: OverBudget) {
+        self.0
+            .provider_over_budget
+            .get_or_create(&ipam_engine::metrics::BudgetLabel {
+                provider: provider.to_string(),
+                resource: over.label(),
+            })
+            .inc();
     }
 }
 

@@ -77,6 +77,9 @@ impl Origin {
         }
         let scheme = uri.scheme_str().ok_or_else(bad)?;
         let authority = uri.authority().ok_or_else(bad)?;
+        if authority.as_str().contains('@') {
+            return Err(bad());
+        }
         Origin::new(scheme, authority.host(), authority.port_u16()).ok_or_else(bad)
     }
 }
@@ -168,7 +171,13 @@ mod tests {
         );
         assert_eq!(origin("http://127.0.0.1:5000/").port, 5000);
         assert_eq!(origin("http://[::1]:8080").host, "::1");
-        for bad in ["ec2.amazonaws.com", "ftp://x", "https://x/path", "https://"] {
+        for bad in [
+            "ec2.amazonaws.com",
+            "ftp://x",
+            "https://x/path",
+            "https://",
+            "https://user@ec2.amazonaws.com",
+        ] {
             assert!(Origin::parse(bad).is_err(), "{bad} should be refused");
         }
     }

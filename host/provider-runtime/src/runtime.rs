@@ -193,3 +193,36 @@ fn spawn_epoch_ticker(engine: &Engine, tick: Duration) {
         .map(drop)
         .unwrap_or_else(|error| tracing::error!(%error, "no epoch ticker: guest CPU loops are bounded by wall-clock timeouts only"));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::error::Error as _;
+
+    /// A report that walks the source chain (anyhow's `{:#}`) printed the
+    /// cause twice when the message named it and it was the source too.
+    #[test]
+    fn a_load_error_names_its_cause_once() {
+        let errors = [
+            LoadError::from(CloudError::Timeout {
+                provider: "p".into(),
+                operation: "configure",
+                limit: Duration::from_secs(5),
+            }),
+            LoadError::from(EgressError::BadOrigin("x".into())),
+        ];
+        for error in errors {
+            assert!(error.source().is_none(), "{error}");
+        }
+        let error = LoadError::from(CloudError::Timeout {
+            provider: "p".into(),
+            operation: "configure",
+            limit: Duration::from_secs(5),
+        });
+        assert_eq!(
+            error.to_string(),
+            "starting the provider: provider p did not finish configure within 5s"
+        );
+    }
+}

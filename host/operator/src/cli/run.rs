@@ -520,6 +520,70 @@ mod tests {
     }
 
     #[test]
+    fn the_provider_budgets_and_special_addresses_are_flags() {
+        let defaults = Command::try_parse_from(["run", "--provider=mock"]).unwrap();
+        assert_eq!(defaults.run.provider_host_entries, 1024);
+        assert_eq!(defaults.run.provider_host_mib, 8);
+        assert_eq!(defaults.run.provider_concurrent_requests, 16);
+        assert_eq!(defaults.run.provider_call_body_mib, 64);
+        assert!(defaults.run.provider_special_addresses.is_empty());
+        let parsed = Command::try_parse_from([
+            "run",
+            "--provider=mock",
+            "--provider-host-entries=64",
+            "--provider-host-mib=2",
+            "--provider-concurrent-requests=4",
+            "--provider-call-body-mib=1",
+            "--provider-allow-special-address=169.254.170.2,fd00:ec2::23",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                parsed.run.provider_host_entries,
+                parsed.run.provider_host_mib,
+                parsed.run.provider_concurrent_requests,
+                parsed.run.provider_call_body_mib
+            ),
+            (64, 2, 4, 1)
+        );
+        assert_eq!(
+            parsed.run.provider_special_addresses,
+            [
+                "169.254.170.2".parse::<IpAddr>().unwrap(),
+                "fd00:ec2::23".parse().unwrap()
+            ]
+        );
+        assert!(Command::try_parse_from([
+            "run",
+            "--provider=mock",
+            "--provider-allow-special-address=metadata.local"
+        ])
+        .is_err());
+    }
+
+    #[test]
+    fn each_call_over_a_budget_is_counted_by_provider_and_resource() {
+        let metrics = Arc::new(Metrics::new());
+        let sink = BudgetMetric(metrics.clone());
+        sink.over_budget("aws", OverBudget::Bytes);
+        sink.over_budget("aws", OverBudget::Bytes);
+        sink.over_budget("aws", OverBudget::Entries);
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                "cilium_operator_ipam_provider_over_budget_total{provider=\"aws\",resource=\"bytes\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "cilium_operator_ipam_provider_over_budget_total{provider=\"aws\",resource=\"entries\"} 1"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_config_file_becomes_flags() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("operator.yaml");

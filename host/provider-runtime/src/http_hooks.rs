@@ -99,13 +99,19 @@ pub struct EgressHooks {
     pub requests: Arc<Semaphore>,
     pub call_body_bytes: u64,
     pub call: CallScope,
+    /// Whether the current call sent anything; if not, its scope has nothing
+    /// to end and is kept, which spares a call without egress the cost of a
+    /// new one.
+    pub call_sent: bool,
 }
 
 impl EgressHooks {
     /// End the current call: its requests and connections are cancelled, and
     /// the next call starts with a fresh body budget.
     pub fn end_call(&mut self) {
-        self.call = CallScope::new(self.call_body_bytes);
+        if std::mem::take(&mut self.call_sent) {
+            self.call = CallScope::new(self.call_body_bytes);
+        }
     }
 
     /// A permit for one more open request, or the refusal, logged once a call.
@@ -136,6 +142,7 @@ impl WasiHttpHooks for EgressHooks {
         fut: ConnectionTask,
     ) -> Box<dyn Future<Output = SendResult> + Send> {
         drop(fut);
+        self.call_sent = true;
         let permit = match self.request_permit() {
             Ok(permit) => permit,
             Err(error) => return Box::new(async { Err(error) }),
@@ -314,6 +321,7 @@ mod tests {
             requests: Arc::new(Semaphore::new(4)),
             call_body_bytes: 1 << 20,
             call: CallScope::new(1 << 20),
+            call_sent: false,
         };
         let body = Empty::new().map_err(|never| match never {}).boxed_unsync();
         let request = http::Request::get(format!("{origin}/x"))

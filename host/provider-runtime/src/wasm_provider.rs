@@ -229,6 +229,7 @@ impl WasmProvider {
             requests: Arc::new(Semaphore::new(self.limits.concurrent_requests)),
             call_body_bytes: self.limits.call_body_bytes,
             call: CallScope::new(self.limits.call_body_bytes),
+            call_sent: false,
         };
         let state = StoreState::new(
             self.name.clone(),

@@ -79,6 +79,7 @@ async fn load(runtime: &ProviderRuntime, nodes: u32, prefixes: bool) -> WasmProv
     config.limits = CallLimits {
         timeout: Duration::from_secs(60),
         memory_bytes: 512 << 20,
+        ..CallLimits::default()
     };
     runtime
         .load(&component("mock"), config)

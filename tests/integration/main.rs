@@ -10,6 +10,7 @@ mod aws_ec2_stub;
 mod aws_moto;
 mod azure_arm_stub;
 mod azure_credentials;
+mod contained_guests;
 mod deploy;
 mod egress_tls;
 mod endpoint_gc;

@@ -12,6 +12,7 @@ use ipam_cloud::{CloudApi, CloudError, ProviderError};
 use ipam_provider_module::ModuleError;
 use ipam_provider_runtime::egress::EgressError;
 use ipam_provider_runtime::resolve::StaticResolver;
+use ipam_provider_runtime::special_address::{Special, SpecialKind};
 use ipam_provider_runtime::{
     LoadError, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
 };
@@ -130,7 +131,10 @@ async fn the_metadata_address_is_denied_even_when_allow_listed() {
         Err(CloudError::EgressDenied { reason, .. }) => {
             let expected = EgressError::ForbiddenAddress {
                 address: "169.254.169.254".parse().unwrap(),
-                why: "link-local (instance metadata lives here)",
+                why: Special {
+                    kind: SpecialKind::LinkLocalV4,
+                    carried: None,
+                },
             };
             assert_eq!(reason, expected.to_string());
         }

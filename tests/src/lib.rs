@@ -61,6 +61,7 @@ pub fn config(settings: &str) -> ProviderConfig {
     config.limits = CallLimits {
         timeout: Duration::from_secs(2),
         memory_bytes: 64 << 20,
+        ..CallLimits::default()
     };
     config
 }

@@ -54,6 +54,13 @@ pub struct ApiCallLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BudgetLabel {
+    pub provider: String,
+    /// What was over (`entries`, `bytes`, `header-set`).
+    pub resource: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusalLabel {
     pub provider: String,
     pub operation: &'static str,
@@ -101,6 +108,7 @@ pub struct Metrics {
     pub api_calls: Family<ApiCallLabel, Counter>,
     pub api_rate_limit_duration_seconds: HistogramFamily<OperationLabel>,
     pub api_answers_refused: Family<RefusalLabel, Counter>,
+    pub provider_over_budget: Family<BudgetLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -130,6 +138,7 @@ impl Metrics {
             api_calls: Family::default(),
             api_rate_limit_duration_seconds: histogram_family(),
             api_answers_refused: Family::default(),
+            provider_over_budget: Family::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -213,6 +222,12 @@ impl Metrics {
             "Provider answers (a listed item, or a whole mutation's answer) refused as \
              malformed or impossible, by provider, operation and problem",
             metrics.api_answers_refused.clone(),
+        );
+        r.register(
+            "provider_over_budget",
+            "Provider calls whose instance went over its host-resource budget (and was \
+             replaced), by provider and what was over",
+            metrics.provider_over_budget.clone(),
         );
         metrics
     }

@@ -1,12 +1,16 @@
 //! Fail-closed egress policy of one provider: outgoing HTTP requests may go
 //! only to origins on its allow-list (scheme://host[:port]), and never to a
-//! link-local or cloud-metadata address, whatever name led there. The check
-//! runs twice: on the URL the guest asked for, and on every address its host
-//! name resolves to. An https server whose certificate does not verify is
-//! refused as well ([`EgressError::UntrustedCertificate`]).
+//! special address ([`crate::special_address`]: cloud metadata, link-local,
+//! every IPv6 spelling of those), whatever name led there, unless the
+//! operator opted that one address in. The check runs twice: on the URL the
+//! guest asked for, and on every address its host name resolves to. An
+//! authority with userinfo is refused outright. An https server whose
+//! certificate does not verify is refused as well
+//! ([`EgressError::UntrustedCertificate`]).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
+use crate::special_address::{self, Special};
 /// One allowed origin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -28,7 +32,11 @@ pub enum EgressError {
     #[error("{origin} is not on the provider's egress allow-list")]
     NotAllowed { origin: String },
     #[error("{address} is {why}; no provider may reach it")]
-    ForbiddenAddress { address: IpAddr, why: &'static str },
+    ForbiddenAddress { address: IpAddr, why: Special },
+    /// `user:password@host`: never sent, lest it reach the wire in the Host
+    /// header or confuse which host is meant.
+    #[error("{authority:?} carries userinfo; no provider may send it")]
+    Userinfo { authority: String },
     #[error("resolving {host}: {message}")]
     Resolution { host: String, message: String },
     /// The server's certificate did not verify for the name the guest used
@@ -69,53 +77,19 @@ impl Origin {
         }
         let scheme = uri.scheme_str().ok_or_else(bad)?;
         let authority = uri.authority().ok_or_else(bad)?;
+        if authority.as_str().contains('@') {
+            return Err(bad());
+        }
         Origin::new(scheme, authority.host(), authority.port_u16()).ok_or_else(bad)
     }
 }
 
-/// Why an address may never be reached by a provider, if it may not.
-pub fn forbidden_address(address: IpAddr) -> Option<&'static str> {
-    match address {
-        IpAddr::V4(v4) => forbidden_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => forbidden_v4(v4),
-            None => forbidden_v6(v6),
-        },
-    }
-}
-
-fn forbidden_v4(v4: Ipv4Addr) -> Option<&'static str> {
-    if v4.is_link_local() {
-        // 169.254.0.0/16: AWS, GCP and OpenStack metadata, ECS task metadata.
-        Some("link-local (instance metadata lives here)")
-    } else if v4 == Ipv4Addr::new(168, 63, 129, 16) {
-        Some("the Azure WireServer")
-    } else if v4 == Ipv4Addr::new(100, 100, 100, 200) {
-        Some("the Alibaba Cloud metadata service")
-    } else if v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast() {
-        Some("not a unicast address")
-    } else {
-        None
-    }
-}
-
-fn forbidden_v6(v6: Ipv6Addr) -> Option<&'static str> {
-    let segments = v6.segments();
-    if segments[0] & 0xffc0 == 0xfe80 {
-        Some("link-local")
-    } else if v6 == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254) {
-        Some("the AWS instance metadata service")
-    } else if v6.is_unspecified() || v6.is_multicast() {
-        Some("not a unicast address")
-    } else {
-        None
-    }
-}
-
-/// The allow-list of one provider. Empty means no egress at all.
+/// The allow-list of one provider, and the special addresses its operator
+/// opted in. Empty means no egress at all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EgressPolicy {
     allowed: Vec<Origin>,
+    special_allowed: Vec<IpAddr>,
 }
 
 impl EgressPolicy {
@@ -124,15 +98,33 @@ impl EgressPolicy {
             .iter()
             .map(|e| Origin::parse(e))
             .collect::<Result<_, _>>()?;
-        Ok(Self { allowed })
+        Ok(Self {
+            allowed,
+            special_allowed: Vec::new(),
+        })
+    }
+
+    /// Opt these special addresses in, each exactly as written (an IPv6 form
+    /// carrying one of them is a different address and stays refused).
+    pub fn with_special_addresses(mut self, addresses: &[IpAddr]) -> Self {
+        self.special_allowed = addresses.to_vec();
+        self
+    }
+
+    /// The refusal of an address, if it is special and not opted in.
+    pub fn check_address(&self, address: IpAddr) -> Result<(), EgressError> {
+        match special_address::special(address) {
+            Some(why) if !self.special_allowed.contains(&address) => {
+                Err(EgressError::ForbiddenAddress { address, why })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// First check: the origin the guest named.
     pub fn check_origin(&self, origin: &Origin) -> Result<(), EgressError> {
         if let Ok(address) = origin.host.parse::<IpAddr>() {
-            if let Some(why) = forbidden_address(address) {
-                return Err(EgressError::ForbiddenAddress { address, why });
-            }
+            self.check_address(address)?;
         }
         if self.allowed.contains(origin) {
             Ok(())
@@ -144,14 +136,19 @@ impl EgressPolicy {
     }
 
     /// Second check: every address the allowed name resolved to.
-    pub fn check_resolved(addresses: &[IpAddr]) -> Result<(), EgressError> {
-        for &address in addresses {
-            if let Some(why) = forbidden_address(address) {
-                return Err(EgressError::ForbiddenAddress { address, why });
-            }
-        }
-        Ok(())
+    pub fn check_resolved(&self, addresses: &[IpAddr]) -> Result<(), EgressError> {
+        addresses.iter().try_for_each(|&a| self.check_address(a))
     }
+}
+
+/// Refuse an authority (`host[:port]` as the guest gave it) with userinfo.
+pub fn check_authority(authority: &str) -> Result<(), EgressError> {
+    if authority.contains('@') {
+        return Err(EgressError::Userinfo {
+            authority: authority.to_string(),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -174,7 +171,13 @@ mod tests {
         );
         assert_eq!(origin("http://127.0.0.1:5000/").port, 5000);
         assert_eq!(origin("http://[::1]:8080").host, "::1");
-        for bad in ["ec2.amazonaws.com", "ftp://x", "https://x/path", "https://"] {
+        for bad in [
+            "ec2.amazonaws.com",
+            "ftp://x",
+            "https://x/path",
+            "https://",
+            "https://user@ec2.amazonaws.com",
+        ] {
             assert!(Origin::parse(bad).is_err(), "{bad} should be refused");
         }
     }
@@ -232,17 +235,59 @@ mod tests {
 
     #[test]
     fn resolved_addresses_are_rechecked() {
+        let p = EgressPolicy::default();
         let ok: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap(), "10.1.2.3".parse().unwrap()];
-        assert!(EgressPolicy::check_resolved(&ok).is_ok());
+        assert!(p.check_resolved(&ok).is_ok());
         for bad in [
             "169.254.169.254",
             "::ffff:169.254.169.254",
+            "64:ff9b::a9fe:a9fe",
+            "fd00:ec2::23",
             "fe80::1",
             "0.0.0.0",
             "100.100.100.200",
         ] {
-            let addresses = vec![bad.parse().unwrap()];
-            assert!(EgressPolicy::check_resolved(&addresses).is_err(), "{bad}");
+            let addresses = vec!["127.0.0.1".parse().unwrap(), bad.parse().unwrap()];
+            assert!(
+                matches!(
+                    p.check_resolved(&addresses),
+                    Err(EgressError::ForbiddenAddress { address, .. })
+                        if address == bad.parse::<IpAddr>().unwrap()
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_special_address_opted_in_is_allowed_in_that_form_only() {
+        let task_metadata: IpAddr = "169.254.170.2".parse().unwrap();
+        let p = policy(&["http://169.254.170.2"]).with_special_addresses(&[task_metadata]);
+        assert!(p.check_origin(&origin("http://169.254.170.2")).is_ok());
+        assert!(p.check_resolved(&[task_metadata]).is_ok());
+        let mapped: IpAddr = "::ffff:169.254.170.2".parse().unwrap();
+        assert!(p.check_resolved(&[mapped]).is_err());
+        assert!(p
+            .check_resolved(&["169.254.169.254".parse().unwrap()])
+            .is_err());
+    }
+
+    #[test]
+    fn an_authority_with_userinfo_is_refused() {
+        assert!(check_authority("127.0.0.1:8080").is_ok());
+        assert!(check_authority("[::1]:8080").is_ok());
+        for bad in [
+            "127.0.0.2:18091@127.0.0.1:18097",
+            "user:pw@ec2.amazonaws.com",
+            "@host",
+        ] {
+            assert_eq!(
+                check_authority(bad),
+                Err(EgressError::Userinfo {
+                    authority: bad.to_string()
+                }),
+                "{bad}"
+            );
         }
     }
 }

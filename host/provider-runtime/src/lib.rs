@@ -2,26 +2,31 @@
 //! to the rest of the host as [`ipam_cloud::CloudApi`] ([`WasmProvider`]):
 //! one engine with epoch deadlines, the compiled-component disk cache, the
 //! bindings of every served WIT version (`wit/`, one module per version), a
-//! pool of instances per provider with a memory cap and a deadline on every
-//! call, wasi:http behind a fail-closed egress allow-list with a pinned
-//! sender, and modules pulled from OCI registries by digest.
+//! pool of instances per provider with a memory cap, a host-resource budget
+//! and a deadline on every call, wasi:http behind a fail-closed egress
+//! allow-list (one refusal rule for special addresses) with a pinned sender,
+//! requests that end with the call that made them and a per-call body
+//! budget, and modules pulled from OCI registries by digest.
 
 mod answers;
+mod body_budget;
 mod compile_cache;
 mod config;
 pub mod egress;
+pub mod host_budget;
 mod http_hooks;
 pub mod oci;
 mod pinned_send;
 mod prepared;
 pub mod resolve;
 mod runtime;
+pub mod special_address;
 mod state;
 mod wasm_provider;
 mod wit;
 
 pub use compile_cache::Origin as ModuleOrigin;
-pub use config::{CallLimits, ProviderConfig};
+pub use config::{BudgetSink, CallLimits, ProviderConfig};
 pub use ipam_http_client::{TrustError, TrustRoots};
 pub use prepared::PreparedModule;
 pub use runtime::{default_cache_dir, LoadError, ProviderRuntime, RuntimeConfig};

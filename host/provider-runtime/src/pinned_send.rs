@@ -12,6 +12,7 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
 use ipam_http_client::TrustRoots;
@@ -32,7 +33,41 @@ async fn connect(addresses: &[IpAddr], port: u16) -> Result<TcpStream, Error> {
             Err(error) => last = Some(error),
         }
     }
-    Err(last.map_or(Error::DestinationNotFound, Error::Connect))
+    Err(last.map_or(Error::DestinationNotFound, |error| connect_error(&error)))
+}
+
+/// EMFILE and ENFILE: the process or the system is out of descriptors.
+const OUT_OF_DESCRIPTORS: [i32; 2] = [24, 23];
+
+/// What a failed connect is, in wasi:http's terms: refused, unreachable,
+/// timed out, out of descriptors, or (with its text) anything else.
+fn connect_error(error: &std::io::Error) -> Error {
+    use std::io::ErrorKind;
+    match error.kind() {
+        ErrorKind::ConnectionRefused => Error::ConnectionRefused,
+        ErrorKind::NetworkUnreachable => Error::DestinationIpUnroutable,
+        ErrorKind::HostUnreachable => Error::DestinationUnavailable,
+        ErrorKind::TimedOut => Error::ConnectionTimeout,
+        _ if error
+            .raw_os_error()
+            .is_some_and(|code| OUT_OF_DESCRIPTORS.contains(&code)) =>
+        {
+            Error::ConnectionLimitReached
+        }
+        _ => Error::InternalError(Some(format!("connecting: {error}"))),
+    }
+}
+
+/// [`connect_error`] as the guest's error code.
+pub fn connect_error_code(error: &std::io::Error) -> ErrorCode {
+    match connect_error(error) {
+        Error::ConnectionRefused => ErrorCode::ConnectionRefused,
+        Error::DestinationIpUnroutable => ErrorCode::DestinationIpUnroutable,
+        Error::DestinationUnavailable => ErrorCode::DestinationUnavailable,
+        Error::ConnectionTimeout => ErrorCode::ConnectionTimeout,
+        Error::ConnectionLimitReached => ErrorCode::ConnectionLimitReached,
+        _ => ErrorCode::InternalError(Some(format!("connecting: {error}"))),
+    }
 }
 
 /// Why a request was not answered.
@@ -149,4 +184,42 @@ where
         response.map(|body| body.map_err(Error::from).boxed_unsync()),
         task,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::io::{Error as IoError, ErrorKind};
+
+    #[test]
+    fn connect_failures_keep_what_happened() {
+        let code = |error: IoError| connect_error_code(&error);
+        assert!(matches!(
+            code(ErrorKind::ConnectionRefused.into()),
+            ErrorCode::ConnectionRefused
+        ));
+        assert!(matches!(
+            code(ErrorKind::NetworkUnreachable.into()),
+            ErrorCode::DestinationIpUnroutable
+        ));
+        assert!(matches!(
+            code(ErrorKind::HostUnreachable.into()),
+            ErrorCode::DestinationUnavailable
+        ));
+        assert!(matches!(
+            code(ErrorKind::TimedOut.into()),
+            ErrorCode::ConnectionTimeout
+        ));
+        assert!(matches!(
+            code(IoError::from_raw_os_error(24)),
+            ErrorCode::ConnectionLimitReached
+        ));
+        match code(ErrorKind::PermissionDenied.into()) {
+            ErrorCode::InternalError(Some(message)) => {
+                assert!(message.starts_with("connecting: "), "{message}")
+            }
+            other => panic!("expected an internal error with its text, got {other:?}"),
+        }
+    }
 }

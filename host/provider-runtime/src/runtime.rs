@@ -60,14 +60,35 @@ pub enum LoadError {
     Module(#[from] ModuleError),
     #[error(transparent)]
     Cache(#[from] CacheError),
+    // The next three name their cause in their own message and so do not
+    // give it as their `source`: a report that walks the chain (anyhow's
+    // `{:#}`) would print it twice.
     #[error("linking the component: {0}")]
-    Link(#[from] LinkError),
+    Link(LinkError),
     #[error("egress allow-list: {0}")]
-    Egress(#[from] EgressError),
+    Egress(EgressError),
     #[error("starting the provider: {0}")]
-    Start(#[from] CloudError),
+    Start(CloudError),
     #[error("creating the wasmtime engine: {0}")]
     Engine(String),
+}
+
+impl From<LinkError> for LoadError {
+    fn from(error: LinkError) -> Self {
+        LoadError::Link(error)
+    }
+}
+
+impl From<EgressError> for LoadError {
+    fn from(error: EgressError) -> Self {
+        LoadError::Egress(error)
+    }
+}
+
+impl From<CloudError> for LoadError {
+    fn from(error: CloudError) -> Self {
+        LoadError::Start(error)
+    }
 }
 
 pub struct ProviderRuntime {
@@ -89,6 +110,7 @@ impl ProviderRuntime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(link)?;
+        crate::host_budget::add_to_linker(&mut linker).map_err(link)?;
         wit::add_to_linker(&mut linker).map_err(link)?;
 
         let cache = config
@@ -140,7 +162,8 @@ impl ProviderRuntime {
         config: ProviderConfig,
     ) -> Result<WasmProvider, LoadError> {
         let module = self.prepare(bytes)?;
-        let egress = EgressPolicy::new(&config.egress)?;
+        let egress =
+            EgressPolicy::new(&config.egress)?.with_special_addresses(&config.special_addresses);
         Ok(WasmProvider::start(&self.engine, self.epoch_tick, module, egress, config).await?)
     }
 
@@ -169,4 +192,37 @@ fn spawn_epoch_ticker(engine: &Engine, tick: Duration) {
         })
         .map(drop)
         .unwrap_or_else(|error| tracing::error!(%error, "no epoch ticker: guest CPU loops are bounded by wall-clock timeouts only"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::error::Error as _;
+
+    /// A report that walks the source chain (anyhow's `{:#}`) printed the
+    /// cause twice when the message named it and it was the source too.
+    #[test]
+    fn a_load_error_names_its_cause_once() {
+        let errors = [
+            LoadError::from(CloudError::Timeout {
+                provider: "p".into(),
+                operation: "configure",
+                limit: Duration::from_secs(5),
+            }),
+            LoadError::from(EgressError::BadOrigin("x".into())),
+        ];
+        for error in errors {
+            assert!(error.source().is_none(), "{error}");
+        }
+        let error = LoadError::from(CloudError::Timeout {
+            provider: "p".into(),
+            operation: "configure",
+            limit: Duration::from_secs(5),
+        });
+        assert_eq!(
+            error.to_string(),
+            "starting the provider: provider p did not finish configure within 5s"
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! The data of one provider instance's store: WASI that grants nothing but
-//! clocks and random, wasi:http behind the egress hook, the memory cap, and
+//! clocks and random, wasi:http behind the egress hook, the memory cap, the
+//! host-resource budget (the table's entry cap and [`HostBudget`]), and
 //! what the `host` imports (log, credentials) serve from (each WIT version's
 //! module implements its own `host` interface over this).
 
@@ -13,6 +14,8 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use ipam_cloud::credentials::{CredentialSource, Credentials};
 
+use crate::config::CallLimits;
+use crate::host_budget::{HostBudget, HEADER_SET_BYTES};
 use crate::http_hooks::{DenialLog, EgressHooks};
 
 /// How much of a guest's stderr (panic messages) is kept for error reports.
@@ -56,6 +59,7 @@ pub struct StoreState {
     http: WasiHttpCtx,
     hooks: EgressHooks,
     pub memory: MemoryCap,
+    pub budget: HostBudget,
     pub stderr: MemoryOutputPipe,
     credentials: Arc<dyn CredentialSource>,
 }
@@ -64,7 +68,7 @@ impl StoreState {
     pub fn new(
         provider: Arc<str>,
         hooks: EgressHooks,
-        memory_limit_bytes: usize,
+        limits: &CallLimits,
         credentials: Arc<dyn CredentialSource>,
     ) -> Self {
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
@@ -77,16 +81,23 @@ impl StoreState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.host_entries);
+        let mut http = WasiHttpCtx::new();
+        // wasi:http's own limit traps; the budget's check (a header error the
+        // guest can handle) comes first, this is the net under it.
+        http.set_field_size_limit(2 * HEADER_SET_BYTES);
         Self {
             provider,
             wasi,
-            table: ResourceTable::new(),
-            http: WasiHttpCtx::new(),
+            table,
+            http,
             hooks,
             memory: MemoryCap {
-                limit_bytes: memory_limit_bytes,
+                limit_bytes: limits.memory_bytes,
                 hit: false,
             },
+            budget: HostBudget::new(limits.host_entries, limits.host_bytes),
             stderr,
             credentials,
         }
@@ -117,6 +128,14 @@ impl StoreState {
 
     pub fn denials(&self) -> &DenialLog {
         &self.hooks.denials
+    }
+
+    pub fn hooks_mut(&mut self) -> &mut EgressHooks {
+        &mut self.hooks
+    }
+
+    pub(crate) fn budget_and_table(&mut self) -> (&mut HostBudget, &mut ResourceTable) {
+        (&mut self.budget, &mut self.table)
     }
 
     /// The tail of what the guest wrote to stderr, for error reports.

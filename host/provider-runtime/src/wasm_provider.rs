@@ -1,6 +1,8 @@
 //! A provider component behind the [`CloudApi`] trait: a pool of instances
-//! sized by what the provider declares, a deadline and a memory cap on every
-//! call, and an instance that trapped or timed out replaced by a fresh one.
+//! sized by what the provider declares, a deadline, a memory cap and a
+//! host-resource budget on every call, every request a call started ended
+//! with it, and an instance that trapped, timed out or went over its budget
+//! replaced by a fresh one.
 
 use std::future::Future;
 use std::net::Ipv4Addr;
@@ -22,9 +24,10 @@ use ipam_http_client::TrustRoots;
 use ipam_provider_module::ModuleInfo;
 
 use crate::answers::AnswerChecks;
-use crate::config::{CallLimits, ProviderConfig};
+use crate::config::{BudgetSink, CallLimits, ProviderConfig};
 use crate::egress::EgressPolicy;
-use crate::http_hooks::{DenialLog, EgressHooks};
+use crate::host_budget::OverBudget;
+use crate::http_hooks::{CallScope, DenialLog, EgressHooks};
 use crate::prepared::PreparedModule;
 use crate::resolve::Resolver;
 use crate::state::StoreState;
@@ -74,6 +77,8 @@ pub struct WasmProvider {
     idle: Mutex<Vec<Live>>,
     live: Arc<AtomicU32>,
     instances_created: AtomicU64,
+    over_budget: AtomicU64,
+    budget_events: Option<Arc<dyn BudgetSink>>,
     answers: AnswerChecks,
 }
 
@@ -111,6 +116,8 @@ impl WasmProvider {
             idle: Mutex::new(Vec::new()),
             live: Arc::new(AtomicU32::new(0)),
             instances_created: AtomicU64::new(0),
+            over_budget: AtomicU64::new(0),
+            budget_events: config.budget_events,
             answers: AnswerChecks::new(config.refusals),
         }
     }
@@ -158,6 +165,11 @@ impl WasmProvider {
     /// Instances made so far (a trap or timeout makes the next call make one).
     pub fn instances_created(&self) -> u64 {
         self.instances_created.load(Ordering::Relaxed)
+    }
+
+    /// Calls that ended with their instance over its host-resource budget.
+    pub fn over_budget(&self) -> u64 {
+        self.over_budget.load(Ordering::Relaxed)
     }
 
     /// Make instances now, up to the provider's declared concurrency, so that
@@ -214,11 +226,15 @@ impl WasmProvider {
             resolver: self.resolver.clone(),
             roots: self.trust.clone(),
             denials: DenialLog::default(),
+            requests: Arc::new(Semaphore::new(self.limits.concurrent_requests)),
+            call_body_bytes: self.limits.call_body_bytes,
+            call: CallScope::new(self.limits.call_body_bytes),
+            call_sent: false,
         };
         let state = StoreState::new(
             self.name.clone(),
             hooks,
-            self.limits.memory_bytes,
+            &self.limits,
             self.credentials.clone(),
         );
         let mut store = Store::new(&self.engine, state);
@@ -230,9 +246,10 @@ impl WasmProvider {
             Ok::<_, wasmtime::Error>((bindings, info))
         };
         let outcome = tokio::time::timeout(self.limits.timeout, work).await;
+        store.data_mut().hooks_mut().end_call();
         let (bindings, info) = match outcome {
             Err(_) => return Err(self.timeout(operation)),
-            Ok(Err(error)) => return Err(self.classify(operation, error, store.data())),
+            Ok(Err(error)) => return Err(self.classify(operation, error, store.data_mut())),
             Ok(Ok(done)) => done,
         };
         self.instances_created.fetch_add(1, Ordering::Relaxed);
@@ -298,11 +315,30 @@ impl WasmProvider {
     ) -> Result<R, (CloudError, bool)> {
         live.store.set_epoch_deadline(self.epoch_ticks);
         live.store.data_mut().memory.hit = false;
+        live.store.data_mut().budget.exceeded = None;
         live.store.data().denials().take_first();
         let outcome = tokio::time::timeout(self.limits.timeout, f(live)).await;
+        // Whatever the outcome, the requests this call started end with it.
+        live.store.data_mut().hooks_mut().end_call();
+        if let Ok(Err(error)) = &outcome {
+            live.store.data_mut().budget.note_trap(error);
+        }
+        if let Some(over) = live.store.data().budget.exceeded {
+            // Even when the guest handled the refusal, the instance holds
+            // what it was refused for: it is replaced.
+            let mut error = self.budget_error(operation, over, live.store.data());
+            if let (CloudError::Trap { message, .. }, Ok(Ok(Err(answer)))) = (&mut error, &outcome)
+            {
+                message.push_str(&format!("; the guest answered: {answer}"));
+            }
+            return Err((error, false));
+        }
         match outcome {
             Err(_) => Err((self.timeout(operation), false)),
-            Ok(Err(error)) => Err((self.classify(operation, error, live.store.data()), false)),
+            Ok(Err(error)) => Err((
+                self.classify(operation, error, live.store.data_mut()),
+                false,
+            )),
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(error))) => {
                 let error = match live.store.data().denials().take_first() {
@@ -337,12 +373,44 @@ impl WasmProvider {
         }
     }
 
+    /// The call went over the instance's host-resource budget: reported as
+    /// a trap naming what was over, counted and told to the sink.
+    fn budget_error(
+        &self,
+        operation: &'static str,
+        over: OverBudget,
+        state: &StoreState,
+    ) -> CloudError {
+        self.over_budget.fetch_add(1, Ordering::Relaxed);
+        if let Some(sink) = &self.budget_events {
+            sink.over_budget(&self.name, over);
+        }
+        let budget = &state.budget;
+        let what = match over {
+            OverBudget::Entries => format!("{} resource-table entries", budget.entries),
+            OverBudget::Bytes => format!("{} bytes of header sets, URLs and bodies", budget.bytes),
+            OverBudget::HeaderSet => format!(
+                "{} bytes in one header set",
+                crate::host_budget::HEADER_SET_BYTES
+            ),
+        };
+        CloudError::Trap {
+            provider: self.name.to_string(),
+            operation,
+            message: format!("over its host-resource budget of {what}"),
+        }
+    }
+
     fn classify(
         &self,
         operation: &'static str,
         error: wasmtime::Error,
-        state: &StoreState,
+        state: &mut StoreState,
     ) -> CloudError {
+        state.budget.note_trap(&error);
+        if let Some(over) = state.budget.exceeded {
+            return self.budget_error(operation, over, state);
+        }
         let provider = self.name.to_string();
         if state.memory.hit {
             return CloudError::MemoryLimit {

@@ -1,6 +1,7 @@
 //! `ipam-operator provider inspect|conformance`.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -72,6 +73,24 @@ pub struct RunArgs {
     /// Memory cap of one instance, in MiB.
     #[arg(long, default_value_t = 128)]
     memory_mib: usize,
+    /// Live host resources (wasi:http fields, requests, bodies, streams,
+    /// pollables) one instance may hold.
+    #[arg(long, default_value_t = CallLimits::default().host_entries)]
+    host_entries: usize,
+    /// Bytes those resources may hold (header sets, URLs, buffered bodies),
+    /// in MiB.
+    #[arg(long, default_value_t = CallLimits::default().host_bytes >> 20)]
+    host_mib: usize,
+    /// Outgoing requests one instance may have open at once.
+    #[arg(long, default_value_t = CallLimits::default().concurrent_requests)]
+    concurrent_requests: usize,
+    /// Request and response body bytes one call may move, in MiB.
+    #[arg(long, default_value_t = CallLimits::default().call_body_bytes >> 20)]
+    call_body_mib: u64,
+    /// A special address (cloud metadata, link-local; refused by default
+    /// whatever the allow-list says) the provider may reach; repeatable.
+    #[arg(long = "allow-special-address", value_name = "IP")]
+    special_addresses: Vec<IpAddr>,
 }
 
 /// Read a YAML or JSON document and give it as JSON text.
@@ -94,8 +113,16 @@ fn provider_config(module: &str, args: &RunArgs) -> anyhow::Result<ProviderConfi
         CallLimits {
             timeout: Duration::from_millis(args.timeout_ms),
             memory_bytes: args.memory_mib << 20,
+            host_entries: args.host_entries,
+            host_bytes: args.host_mib << 20,
+            concurrent_requests: args.concurrent_requests,
+            call_body_bytes: args.call_body_mib << 20,
         },
     )
+    .map(|mut config| {
+        config.special_addresses = args.special_addresses.clone();
+        config
+    })
 }
 
 /// A provider's configuration from its settings file (YAML or JSON; the

@@ -2,7 +2,7 @@
 //! environment variable; `--config FILE` reads the same keys from YAML
 //! (flags and variables win over the file).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,7 +21,8 @@ use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
 use ipam_k8s::store::{KubeNodeStore, FIELD_MANAGER};
 use ipam_provider_module::sha256_hex;
-use ipam_provider_runtime::{CallLimits, ProviderRuntime, RuntimeConfig};
+use ipam_provider_runtime::host_budget::OverBudget;
+use ipam_provider_runtime::{BudgetSink, CallLimits, ProviderRuntime, RuntimeConfig};
 use tokio::sync::watch;
 
 use super::kvstore_args::KvstoreArgs;
@@ -142,6 +143,29 @@ pub struct RunArgs {
     /// Memory cap of one provider instance, in MiB.
     #[arg(long, env = "IPAM_PROVIDER_MEMORY_MIB", default_value_t = 128)]
     pub provider_memory_mib: usize,
+    /// Live host resources (wasi:http fields, requests, bodies, streams,
+    /// pollables) one provider instance may hold.
+    #[arg(long, env = "IPAM_PROVIDER_HOST_ENTRIES", default_value_t = CallLimits::default().host_entries)]
+    pub provider_host_entries: usize,
+    /// Bytes those resources may hold (header sets, URLs, buffered bodies),
+    /// in MiB.
+    #[arg(long, env = "IPAM_PROVIDER_HOST_MIB", default_value_t = CallLimits::default().host_bytes >> 20)]
+    pub provider_host_mib: usize,
+    /// Outgoing requests one provider instance may have open at once.
+    #[arg(long, env = "IPAM_PROVIDER_CONCURRENT_REQUESTS", default_value_t = CallLimits::default().concurrent_requests)]
+    pub provider_concurrent_requests: usize,
+    /// Request and response body bytes one provider call may move, in MiB.
+    #[arg(long, env = "IPAM_PROVIDER_CALL_BODY_MIB", default_value_t = CallLimits::default().call_body_bytes >> 20)]
+    pub provider_call_body_mib: u64,
+    /// A special address (cloud metadata, link-local; refused by default
+    /// whatever the allow-list says) the provider may reach; repeatable.
+    #[arg(
+        long = "provider-allow-special-address",
+        env = "IPAM_PROVIDER_ALLOW_SPECIAL_ADDRESSES",
+        value_delimiter = ',',
+        value_name = "IP"
+    )]
+    pub provider_special_addresses: Vec<IpAddr>,
 
     /// Tagged on every interface this operator creates; GC and interface
     /// freeing touch only interfaces with this cluster's tag.
@@ -279,8 +303,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         CallLimits {
             timeout: Duration::from_millis(args.provider_timeout_ms),
             memory_bytes: args.provider_memory_mib << 20,
+            host_entries: args.provider_host_entries,
+            host_bytes: args.provider_host_mib << 20,
+            concurrent_requests: args.provider_concurrent_requests,
+            call_body_bytes: args.provider_call_body_mib << 20,
         },
     )?;
+    provider_config.special_addresses = args.provider_special_addresses.clone();
     match args.credentials_source {
         CredentialsSource::File => {}
         CredentialsSource::Aws => {
@@ -309,6 +338,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let rate = rate_settings(&args.rate_buckets, args.rate_global_cap)?;
     let metrics = Arc::new(Metrics::new());
     provider_config.refusals = Some(metrics.clone());
+    provider_config.budget_events = Some(Arc::new(BudgetMetric(metrics.clone())));
     if provider_config.egress.is_empty() {
         provider_config.egress = cloud_kind
             .default_egress(&provider_config.settings)
@@ -468,6 +498,22 @@ async fn shutdown_signal() {
     }
 }
 
+/// Counts each call over a provider's host-resource budget in
+/// `cilium_operator_ipam_provider_over_budget{provider, resource}`.
+struct BudgetMetric(Arc<Metrics>);
+
+impl BudgetSink for BudgetMetric {
+    fn over_budget(&self, provider: &str, over: OverBudget) {
+        self.0
+            .provider_over_budget
+            .get_or_create(&ipam_engine::metrics::BudgetLabel {
+                provider: provider.to_string(),
+                resource: over.label(),
+            })
+            .inc();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,6 +560,70 @@ mod tests {
         assert!(
             error.contains("generic") && error.contains("aws") && error.contains("azure"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn the_provider_budgets_and_special_addresses_are_flags() {
+        let defaults = Command::try_parse_from(["run", "--provider=mock"]).unwrap();
+        assert_eq!(defaults.run.provider_host_entries, 1024);
+        assert_eq!(defaults.run.provider_host_mib, 8);
+        assert_eq!(defaults.run.provider_concurrent_requests, 16);
+        assert_eq!(defaults.run.provider_call_body_mib, 64);
+        assert!(defaults.run.provider_special_addresses.is_empty());
+        let parsed = Command::try_parse_from([
+            "run",
+            "--provider=mock",
+            "--provider-host-entries=64",
+            "--provider-host-mib=2",
+            "--provider-concurrent-requests=4",
+            "--provider-call-body-mib=1",
+            "--provider-allow-special-address=169.254.170.2,fd00:ec2::23",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                parsed.run.provider_host_entries,
+                parsed.run.provider_host_mib,
+                parsed.run.provider_concurrent_requests,
+                parsed.run.provider_call_body_mib
+            ),
+            (64, 2, 4, 1)
+        );
+        assert_eq!(
+            parsed.run.provider_special_addresses,
+            [
+                "169.254.170.2".parse::<IpAddr>().unwrap(),
+                "fd00:ec2::23".parse().unwrap()
+            ]
+        );
+        assert!(Command::try_parse_from([
+            "run",
+            "--provider=mock",
+            "--provider-allow-special-address=metadata.local"
+        ])
+        .is_err());
+    }
+
+    #[test]
+    fn each_call_over_a_budget_is_counted_by_provider_and_resource() {
+        let metrics = Arc::new(Metrics::new());
+        let sink = BudgetMetric(metrics.clone());
+        sink.over_budget("aws", OverBudget::Bytes);
+        sink.over_budget("aws", OverBudget::Bytes);
+        sink.over_budget("aws", OverBudget::Entries);
+        let text = metrics.encode();
+        assert!(
+            text.contains(
+                "cilium_operator_ipam_provider_over_budget_total{provider=\"aws\",resource=\"bytes\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "cilium_operator_ipam_provider_over_budget_total{provider=\"aws\",resource=\"entries\"} 1"
+            ),
+            "{text}"
         );
     }
 

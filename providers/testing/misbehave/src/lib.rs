@@ -25,7 +25,19 @@
 //! - `fetch` (with `url`): `get-vpcs` GETs the URL; the VPC id is the
 //!   response's status and body;
 //! - `credentials` (with `key`): the VPC id is the host's credential named
-//!   `key`.
+//!   `key`;
+//! - `leak` (with `kind`: `fields`, `requests`, `bodies`, `pollables` or
+//!   `oversized-headers`, and `count`): `get-vpcs` creates that many host
+//!   resources of the kind through wasi:http or wasi:clocks (or grows one
+//!   header set that many times), holding every one (never dropped), and
+//!   fails with `other` naming what the host refused (or that all were made);
+//! - `abandon` (with `url`, `count`, `linger-ms`): `get-vpcs` starts `count`
+//!   GETs of the URL, waits `linger-ms`, and answers without reading or
+//!   dropping any; the VPC id says how many were started;
+//! - `fetch-each` (with `urls`): `get-vpcs` GETs every URL and answers one
+//!   VPC per URL whose id is the URL and its status or the guest's error;
+//! - `transfer` (with `url`, `upload`): `get-vpcs` POSTs `upload` bytes and
+//!   reads the whole answer; the VPC id is its status and length.
 //!
 //! The other modes LIE in their answers about instance `i-bad` alone, for the
 //! host's boundary checks (each must be refused with a typed error naming the
@@ -49,6 +61,8 @@
 //!   answers a /28 prefix too;
 //! - `zero-limits`: `i-bad` is of type `bad.large`, and get-instance-limits of
 //!   `bad.large` answers `max-interfaces: 0`.
+
+mod abuse;
 
 use std::collections::BTreeMap;
 
@@ -76,6 +90,19 @@ enum Mode {
     Fetch { url: String },
     /// The VPC id is the credential named `key`.
     Credentials { key: String },
+    /// Create `count` host resources of `kind` and never drop them.
+    Leak { kind: abuse::LeakKind, count: u32 },
+    /// Start `count` GETs of the URL and answer without waiting for them.
+    #[serde(rename_all = "kebab-case")]
+    Abandon {
+        url: String,
+        count: u32,
+        linger_ms: u64,
+    },
+    /// GET every URL; one VPC per URL naming its outcome.
+    FetchEach { urls: Vec<String> },
+    /// POST `upload` bytes to the URL and read the whole answer.
+    Transfer { url: String, upload: usize },
     /// i-bad's primary interface lists 192.168.7.7.
     AddressOutsideSubnet,
     /// i-bad has two interfaces both listing 10.0.1.77.
@@ -364,6 +391,16 @@ impl Provider for Misbehave {
                     String::from_utf8_lossy(&response.body)
                 ))])
             }
+            Mode::Leak { kind, count } => Err(Error::Other(abuse::leak(*kind, *count))),
+            Mode::Abandon {
+                url,
+                count,
+                linger_ms,
+            } => Ok(vec![vpc(
+                abuse::abandon(url, *count, *linger_ms).map_err(Error::InvalidArgument)?
+            )]),
+            Mode::FetchEach { urls } => Ok(abuse::fetch_each(urls).into_iter().map(vpc).collect()),
+            Mode::Transfer { url, upload } => Ok(vec![vpc(abuse::transfer(url, *upload)?)]),
             Mode::Credentials { key } => {
                 let credentials = get_credentials().map_err(Error::Unauthorized)?;
                 let value = credentials
@@ -794,5 +831,34 @@ mod tests {
         assert!(guest
             .configure(r#"{"mode": "fetch", "url": "http://127.0.0.1:9/"}"#)
             .is_ok());
+    }
+
+    #[test]
+    fn the_abusive_modes_take_their_settings_and_refuse_unknown_kinds() {
+        let mut guest = Misbehave::default();
+        for settings in [
+            r#"{"mode": "leak", "kind": "fields", "count": 3}"#,
+            r#"{"mode": "leak", "kind": "pollables", "count": 3}"#,
+            r#"{"mode": "abandon", "url": "http://127.0.0.1:9/", "count": 2, "linger-ms": 10}"#,
+            r#"{"mode": "fetch-each", "urls": ["http://127.0.0.1:9/"]}"#,
+            r#"{"mode": "transfer", "url": "http://127.0.0.1:9/", "upload": 10}"#,
+        ] {
+            guest
+                .configure(settings)
+                .unwrap_or_else(|e| panic!("{settings}: {e:?}"));
+        }
+        assert_eq!(
+            guest.mode,
+            Mode::Transfer {
+                url: "http://127.0.0.1:9/".into(),
+                upload: 10
+            }
+        );
+        assert!(guest
+            .configure(r#"{"mode": "leak", "kind": "sockets", "count": 3}"#)
+            .is_err());
+        assert!(guest
+            .configure(r#"{"mode": "abandon", "url": "http://127.0.0.1:9/", "count": 2}"#)
+            .is_err());
     }
 }

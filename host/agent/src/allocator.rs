@@ -1,7 +1,8 @@
 //! The agent's allocator: the pure decisions of `ipam_pool::agent` run over
 //! the node the agent last saw and its own allocations, with the state file
-//! written before any answer and the routes kept in step. One lock orders
-//! every change, so two ADDs never get the same address.
+//! written before any answer and the routes (and, with one, the datapath's
+//! endpoints) kept in step. One lock orders every change, so two ADDs never
+//! get the same address.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -18,6 +19,7 @@ use ipam_pool::agent::restore::{restore, Restored};
 use serde_json::{json, Map, Value};
 use tokio::sync::{Mutex, Notify};
 
+use crate::datapath::NodeDatapath;
 use crate::metrics::AgentMetrics;
 use crate::routing::{wanted_route, wanted_routes, RouteTable};
 use crate::state_file::{StateFile, StateFileError};
@@ -45,6 +47,15 @@ pub enum AllocatorError {
     State(#[from] StateFileError),
     #[error("routes of {ip}: {message}")]
     Routes { ip: IpAddr, message: String },
+    #[error("{container_id}/{ifname} holds {held:?}, not {asked}")]
+    NotItsAddress {
+        container_id: String,
+        ifname: String,
+        held: Option<IpAddr>,
+        asked: IpAddr,
+    },
+    #[error("datapath of {ip}: {message}")]
+    Datapath { ip: IpAddr, message: String },
 }
 
 impl AllocatorError {
@@ -55,7 +66,9 @@ impl AllocatorError {
             AllocatorError::Exhausted { .. } => 11,
             AllocatorError::Unknown { .. } => 3,
             AllocatorError::State(_) => 5,
-            AllocatorError::Routes { .. } => 101,
+            AllocatorError::Routes { .. }
+            | AllocatorError::NotItsAddress { .. }
+            | AllocatorError::Datapath { .. } => 101,
         }
     }
 }
@@ -69,6 +82,8 @@ pub struct Allocator {
     inner: Mutex<Inner>,
     state: StateFile,
     routes: Arc<dyn RouteTable>,
+    /// The eBPF datapath, when the agent runs one.
+    datapath: Option<Arc<NodeDatapath>>,
     metrics: Arc<AgentMetrics>,
     /// Wakes the status publisher.
     changed: Arc<Notify>,
@@ -99,6 +114,7 @@ impl Allocator {
             inner: Mutex::new(Inner { node, allocations }),
             state,
             routes,
+            datapath: None,
             metrics,
             changed: Arc::new(Notify::new()),
             pause_after_save: None,
@@ -107,6 +123,11 @@ impl Allocator {
 
     pub fn pause_after_save(mut self, pause: Option<Duration>) -> Self {
         self.pause_after_save = pause;
+        self
+    }
+
+    pub fn with_datapath(mut self, datapath: Option<Arc<NodeDatapath>>) -> Self {
+        self.datapath = datapath;
         self
     }
 
@@ -143,6 +164,15 @@ impl Allocator {
                 ip: IpAddr::from([0, 0, 0, 0]),
                 message: format!("restoring: {e}"),
             })?;
+        if let Some(datapath) = &self.datapath {
+            let held: BTreeSet<IpAddr> = inner.allocations.keys().copied().collect();
+            datapath
+                .restore(&held)
+                .map_err(|e| AllocatorError::Datapath {
+                    ip: IpAddr::from([0, 0, 0, 0]),
+                    message: format!("restoring: {e}"),
+                })?;
+        }
         self.metrics.restored("kept", inner.allocations.len());
         self.metrics.restored("freed", freed.len());
         self.metrics.restored("outside-pool", outside_pool.len());
@@ -244,6 +274,16 @@ impl Allocator {
             return Err(error.into());
         }
         self.metrics.released(reason, removed.len());
+        if let Some(datapath) = &self.datapath {
+            for (ip, _) in &removed {
+                // The address is freed and saved; a stale entry left here
+                // drops nothing of another pod's and is removed at the
+                // next start.
+                if let Err(error) = datapath.release(*ip) {
+                    tracing::warn!(%ip, %error, "removing the endpoint of a freed address");
+                }
+            }
+        }
         self.sizes(inner);
         self.changed.notify_one();
         let wanted = wanted_routes(&inner.node, &inner.allocations);
@@ -265,6 +305,61 @@ impl Allocator {
             Some(ip) => self.free(&mut inner, &[ip], "del").await,
             None => Ok(()),
         }
+    }
+
+    /// The datapath step's ADD: the program on `host_ifname` and the
+    /// attachment's address as its endpoint. The address must be the one
+    /// the attachment holds. Without a datapath, nothing to do.
+    pub async fn attach(
+        &self,
+        container_id: &str,
+        ifname: &str,
+        host_ifname: &str,
+        address: IpAddr,
+    ) -> Result<(), AllocatorError> {
+        let inner = self.inner.lock().await;
+        let held = held_by(&inner.allocations, container_id, ifname);
+        if held != Some(address) {
+            return Err(AllocatorError::NotItsAddress {
+                container_id: container_id.into(),
+                ifname: ifname.into(),
+                held,
+                asked: address,
+            });
+        }
+        let Some(datapath) = &self.datapath else {
+            return Ok(());
+        };
+        let resource = inner
+            .allocations
+            .get(&address)
+            .and_then(|a| a.resource.as_deref());
+        let interface_number =
+            placement(&inner.node, resource, address).map_or(0, |placed| placed.interface_number);
+        let (ifindex, how) = datapath
+            .attach(address, host_ifname, interface_number)
+            .map_err(|e| AllocatorError::Datapath {
+                ip: address,
+                message: e.to_string(),
+            })?;
+        tracing::info!(ip = %address, interface = host_ifname, ifindex, ?how, "endpoint attached");
+        Ok(())
+    }
+
+    /// The datapath step's DEL: the attachment's endpoint removed and its
+    /// link detached; idempotent.
+    pub async fn detach(&self, container_id: &str, ifname: &str) -> Result<(), AllocatorError> {
+        let inner = self.inner.lock().await;
+        let (Some(datapath), Some(ip)) = (
+            &self.datapath,
+            held_by(&inner.allocations, container_id, ifname),
+        ) else {
+            return Ok(());
+        };
+        datapath.release(ip).map_err(|e| AllocatorError::Datapath {
+            ip,
+            message: e.to_string(),
+        })
     }
 
     /// GC: free every allocation whose attachment is not valid; how many.

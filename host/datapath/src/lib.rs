@@ -28,9 +28,10 @@ mod layout;
 mod pins;
 mod pod;
 
-pub use address::endpoint_key;
+pub use address::{endpoint_key, key_address};
 pub use agent_ebpf_common::{
-    DropReason, EndpointCounters, EndpointInfo, EndpointKey, MapLayout, Verdict,
+    DropReason, EndpointCounters, EndpointInfo, EndpointKey, MapLayout, Verdict, COUNTERS_MAP,
+    ENDPOINTS_MAP,
 };
 pub use bpffs::{ensure_bpffs, is_bpffs, Bpffs, DEFAULT_BPFFS};
 pub use datapath::{Attached, Datapath, LoadReport, TestRunOutcome, PROGRAM};

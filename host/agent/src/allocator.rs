@@ -22,7 +22,7 @@ use tokio::sync::{Mutex, Notify};
 use crate::datapath::NodeDatapath;
 use crate::metrics::AgentMetrics;
 use crate::routing::{wanted_route, wanted_routes, RouteTable};
-use crate::state_file::{StateFile, StateFileError};
+use crate::state_file::{HostVeths, Saved, StateFile, StateFileError};
 
 /// An address given to an attachment, with where it lives and its
 /// gateway: the router of its subnet, as cilium-agent answers (a chained
@@ -76,6 +76,14 @@ impl AllocatorError {
 struct Inner {
     node: CiliumNode,
     allocations: Allocations,
+    /// The host-side veth each attached address sits behind.
+    host_veths: HostVeths,
+}
+
+impl Inner {
+    fn save(&self, state: &StateFile) -> Result<(), StateFileError> {
+        state.save(&self.allocations, &self.host_veths)
+    }
 }
 
 pub struct Allocator {
@@ -101,17 +109,21 @@ pub struct RestoreReport {
 }
 
 impl Allocator {
-    /// An allocator over the saved `allocations` (loaded before anything
+    /// An allocator over the saved allocations (loaded before anything
     /// else) and the node as first read.
     pub fn new(
-        allocations: Allocations,
+        saved: Saved,
         node: CiliumNode,
         state: StateFile,
         routes: Arc<dyn RouteTable>,
         metrics: Arc<AgentMetrics>,
     ) -> Self {
         Self {
-            inner: Mutex::new(Inner { node, allocations }),
+            inner: Mutex::new(Inner {
+                node,
+                allocations: saved.allocations,
+                host_veths: saved.host_veths,
+            }),
             state,
             routes,
             datapath: None,
@@ -155,7 +167,9 @@ impl Allocator {
             outside_pool,
         } = restore(saved, &inner.node, live_pods);
         inner.allocations = kept;
-        self.state.save(&inner.allocations)?;
+        let held = inner.allocations.clone();
+        inner.host_veths.retain(|ip, _| held.contains_key(ip));
+        inner.save(&self.state)?;
         let wanted = wanted_routes(&inner.node, &inner.allocations);
         self.routes
             .reconcile(&wanted)
@@ -165,7 +179,15 @@ impl Allocator {
                 message: format!("restoring: {e}"),
             })?;
         if let Some(datapath) = &self.datapath {
-            let held: BTreeSet<IpAddr> = inner.allocations.keys().copied().collect();
+            let held: Vec<(IpAddr, Option<&str>, u32)> = inner
+                .allocations
+                .iter()
+                .map(|(ip, allocation)| {
+                    let number = placement(&inner.node, allocation.resource.as_deref(), *ip)
+                        .map_or(0, |placed| placed.interface_number);
+                    (*ip, inner.host_veths.get(ip).map(String::as_str), number)
+                })
+                .collect();
             datapath
                 .restore(&held)
                 .map_err(|e| AllocatorError::Datapath {
@@ -213,7 +235,7 @@ impl Allocator {
                     resource: resource.clone(),
                 };
                 inner.allocations.insert(ip, allocation);
-                if let Err(error) = self.state.save(&inner.allocations) {
+                if let Err(error) = inner.save(&self.state) {
                     inner.allocations.remove(&ip);
                     return Err(error.into());
                 }
@@ -269,8 +291,15 @@ impl Allocator {
                 removed.push((*ip, allocation));
             }
         }
-        if let Err(error) = self.state.save(&inner.allocations) {
+        let mut removed_veths = Vec::new();
+        for (ip, _) in &removed {
+            if let Some(veth) = inner.host_veths.remove(ip) {
+                removed_veths.push((*ip, veth));
+            }
+        }
+        if let Err(error) = inner.save(&self.state) {
             inner.allocations.extend(removed);
+            inner.host_veths.extend(removed_veths);
             return Err(error.into());
         }
         self.metrics.released(reason, removed.len());
@@ -317,7 +346,7 @@ impl Allocator {
         host_ifname: &str,
         address: IpAddr,
     ) -> Result<(), AllocatorError> {
-        let inner = self.inner.lock().await;
+        let mut inner = self.inner.lock().await;
         let held = held_by(&inner.allocations, container_id, ifname);
         if held != Some(address) {
             return Err(AllocatorError::NotItsAddress {
@@ -343,13 +372,17 @@ impl Allocator {
                 message: e.to_string(),
             })?;
         tracing::info!(ip = %address, interface = host_ifname, ifindex, ?how, "endpoint attached");
+        if inner.host_veths.get(&address).map(String::as_str) != Some(host_ifname) {
+            inner.host_veths.insert(address, host_ifname.to_string());
+            inner.save(&self.state)?;
+        }
         Ok(())
     }
 
     /// The datapath step's DEL: the attachment's endpoint removed and its
     /// link detached; idempotent.
     pub async fn detach(&self, container_id: &str, ifname: &str) -> Result<(), AllocatorError> {
-        let inner = self.inner.lock().await;
+        let mut inner = self.inner.lock().await;
         let (Some(datapath), Some(ip)) = (
             &self.datapath,
             held_by(&inner.allocations, container_id, ifname),
@@ -359,7 +392,11 @@ impl Allocator {
         datapath.release(ip).map_err(|e| AllocatorError::Datapath {
             ip,
             message: e.to_string(),
-        })
+        })?;
+        if inner.host_veths.remove(&ip).is_some() {
+            inner.save(&self.state)?;
+        }
+        Ok(())
     }
 
     /// GC: free every allocation whose attachment is not valid; how many.
@@ -542,7 +579,11 @@ mod tests {
         allocator: Allocator,
     }
 
-    fn fixture(ips: &[&str], saved: Allocations) -> Fixture {
+    fn fixture(ips: &[&str], allocations: Allocations) -> Fixture {
+        let saved = Saved {
+            allocations,
+            host_veths: HostVeths::new(),
+        };
         let dir = tempfile::tempdir().unwrap();
         let state = StateFile::in_dir(dir.path());
         let routes = Arc::new(Recorded::default());
@@ -567,7 +608,7 @@ mod tests {
         let a = f.allocator.add(holder("a")).await.unwrap();
         assert_eq!(a.gateway, Some("10.0.1.1".parse().unwrap()));
         assert!(
-            f.state.load().unwrap().contains_key(&a.ip),
+            f.state.load().unwrap().allocations.contains_key(&a.ip),
             "saved before the answer"
         );
         assert_eq!(f.routes.installed.lock().unwrap()[0].interface_number, 1);
@@ -577,7 +618,7 @@ mod tests {
         assert_ne!(a.ip, b.ip);
         let error = f.allocator.add(holder("c")).await.unwrap_err();
         assert_eq!(error.cni_code(), 11, "{error}");
-        assert_eq!(f.state.load().unwrap().len(), 2);
+        assert_eq!(f.state.load().unwrap().allocations.len(), 2);
     }
 
     #[tokio::test]
@@ -599,7 +640,7 @@ mod tests {
         );
         let freed = f.allocator.gc(&BTreeSet::new()).await.unwrap();
         assert_eq!(freed, 1);
-        assert!(f.state.load().unwrap().is_empty());
+        assert!(f.state.load().unwrap().allocations.is_empty());
     }
 
     #[tokio::test]
@@ -650,7 +691,7 @@ mod tests {
         let report = f.allocator.restore(Some(&live)).await.unwrap();
         assert_eq!(report.kept, 1);
         assert_eq!(report.freed, ["10.0.1.6".parse::<IpAddr>().unwrap()]);
-        assert_eq!(f.state.load().unwrap().len(), 1, "saved");
+        assert_eq!(f.state.load().unwrap().allocations.len(), 1, "saved");
         assert_eq!(f.routes.reconciled.lock().unwrap()[0].len(), 1);
     }
 }

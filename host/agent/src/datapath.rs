@@ -130,23 +130,48 @@ impl NodeDatapath {
         Ok(())
     }
 
-    /// After a restart: removes the endpoints (and links) of addresses no
-    /// longer held, and puts this run's program into the pinned links of
-    /// those that stay (the swap is atomic: no packet goes unchecked).
-    pub fn restore(&self, held: &BTreeSet<IpAddr>) -> Result<(), NodeDatapathError> {
+    /// After a restart, with the allocations kept (address, host veth if
+    /// known, interface number): removes the endpoints (and links) of
+    /// addresses no longer held; writes the endpoint of each kept address
+    /// whose veth is known and puts this run's program into its link (the
+    /// swap in a pinned link is atomic: no packet goes unchecked), which
+    /// also restores the endpoints of a re-created map; and gives this
+    /// run's program to the links of kept entries without a known veth.
+    pub fn restore(&self, held: &[(IpAddr, Option<&str>, u32)]) -> Result<(), NodeDatapathError> {
         let entries = self.inner().datapath.endpoints()?;
-        for (ip, _) in stale_endpoints(&entries, held) {
+        let all: BTreeSet<IpAddr> = held.iter().map(|(ip, _, _)| *ip).collect();
+        for (ip, _) in stale_endpoints(&entries, &all) {
             self.release(ip)?;
         }
-        for ifindex in kept_interfaces(&entries, held) {
-            let name = interface_name(ifindex)?;
+        let mut relinked = BTreeSet::new();
+        for (ip, veth, number) in held {
+            let Some(veth) = veth else { continue };
+            match self.attach(*ip, veth, *number) {
+                Ok((ifindex, how)) => {
+                    relinked.insert(ifindex);
+                    tracing::info!(%ip, interface = veth, ifindex, ?how, "endpoint restored");
+                }
+                Err(NodeDatapathError::Datapath(DatapathError::Interface { .. })) => {
+                    tracing::warn!(%ip, interface = veth, "the pod's host veth is gone: its endpoint waits for the runtime's DEL");
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let unnamed: BTreeSet<IpAddr> = held
+            .iter()
+            .filter(|(_, veth, _)| veth.is_none())
+            .map(|(ip, _, _)| *ip)
+            .collect();
+        for ifindex in kept_interfaces(&entries, &unnamed).difference(&relinked) {
+            let name = interface_name(*ifindex)?;
             let (_, how) = self.inner().datapath.attach(&name)?;
             tracing::info!(interface = %name, ifindex, ?how, "endpoint's link kept");
         }
         Ok(())
     }
 
-    /// Puts the program on `host_ifname` and writes `ip`'s endpoint entry.
+    /// Writes `ip`'s endpoint entry for `host_ifname`, then puts the program
+    /// there (in that order, so its first packet finds the entry).
     pub fn attach(
         &self,
         ip: IpAddr,
@@ -154,11 +179,18 @@ impl NodeDatapath {
         interface_number: u32,
     ) -> Result<(u32, Attached), NodeDatapathError> {
         let mut inner = self.inner();
-        let (ifindex, how) = inner.datapath.attach(host_ifname)?;
+        let ifindex = ipam_datapath::interface_index(host_ifname)?;
         inner
             .datapath
             .set_endpoint(ip, EndpointInfo::pod(ifindex, interface_number))?;
-        Ok((ifindex, how))
+        let (attached_to, how) = inner.datapath.attach(host_ifname)?;
+        if attached_to != ifindex {
+            // The name moved to another interface in between.
+            inner
+                .datapath
+                .set_endpoint(ip, EndpointInfo::pod(attached_to, interface_number))?;
+        }
+        Ok((attached_to, how))
     }
 
     /// Removes `ip`'s endpoint entry, and its interface's link and counters

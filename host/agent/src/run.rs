@@ -66,7 +66,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         "the saved allocations cannot be read; the file is left as it is \
          (move it away to start empty, knowing its addresses may be in use)",
     )?;
-    tracing::info!(saved = saved.len(), file = %state.path().display(), "allocations read");
+    tracing::info!(saved = saved.allocations.len(), file = %state.path().display(), "allocations read");
 
     let metrics = Arc::new(AgentMetrics::new());
     let (ready_tx, ready) = watch::channel(false);
@@ -160,7 +160,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// The datapath over its pinned maps, with the host's addresses written.
 /// A map re-created for another layout is logged and counted; it starts
-/// empty (the endpoints it held are not written again: see docs/agent.md).
+/// empty, and the restore writes the kept endpoints into it again.
 async fn load_datapath(
     object: &std::path::Path,
     bpffs: &std::path::Path,

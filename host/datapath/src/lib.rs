@@ -34,7 +34,7 @@ pub use agent_ebpf_common::{
     ENDPOINTS_MAP,
 };
 pub use bpffs::{ensure_bpffs, is_bpffs, Bpffs, DEFAULT_BPFFS};
-pub use datapath::{Attached, Datapath, LoadReport, TestRunOutcome, PROGRAM};
+pub use datapath::{interface_index, Attached, Datapath, LoadReport, TestRunOutcome, PROGRAM};
 pub use error::DatapathError;
 pub use host_addresses::{plan_host_sync, HostSync};
 pub use layout::{check_pin, MapOutcome, PinCheck};

@@ -4,7 +4,8 @@
 //! ipam-cni) then ipam-cni as the chained datapath step. A pod's own
 //! traffic passes and is counted, a spoofed source is dropped and counted;
 //! a SIGKILLed and restarted agent drops not one packet of a running
-//! stream; a pinned map with another layout is re-created at start.
+//! stream; a pinned map with another layout is re-created at start and the
+//! running pod's endpoint written into it again.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -187,6 +188,20 @@ fn send(pod: &NetNs, node: &NodeNs, source: Ipv4Addr, count: usize) -> usize {
         received += 1;
     }
     received
+}
+
+fn tcx_program_ids(node: &NodeNs, interface: &str) -> Vec<u32> {
+    let interface = interface.to_string();
+    node.ns
+        .run(move || {
+            SchedClassifier::query_tcx(&interface, TcAttachType::Ingress)
+                .expect("querying tcx")
+                .1
+                .iter()
+                .map(|program| program.id())
+                .collect()
+        })
+        .expect("netns")
 }
 
 fn tcx_programs(node: &NodeNs, interface: &str) -> usize {
@@ -378,14 +393,26 @@ async fn a_restarted_agent_drops_not_one_packet_of_a_running_stream() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_pinned_map_with_another_layout_is_recreated_at_start() {
-    ipam_netns::require_root();
+async fn a_pinned_map_with_another_layout_is_recreated_and_its_endpoints_written_again() {
     let bpffs = TestBpffs::new("layout");
-    ipam_datapath::ensure_bpffs(&bpffs.0)
-        .unwrap_or_else(|e| panic!("this test needs bpffs (CONFIG_BPF_SYSCALL): {e}"));
+    let node = datapath_node(&bpffs).await;
+    let mut agent = node.setup.start(Some(&node.ns));
+    node.setup.wait_ready(Some(&node.ns), &mut agent);
+    let pod = NetNs::create_unique("ipam-pod").expect("a pod namespace");
+    let result = add_pod(&node, "pod-l", &pod);
+    let veth = host_veth(&result);
+    let before = tcx_program_ids(&node, &veth);
+    let saved = std::fs::read_to_string(node.setup.state_file()).expect("the state file");
+    assert!(
+        saved.contains(&format!(r#""host-ifname":"{veth}""#)),
+        "the veth is saved with the allocation: {saved}"
+    );
+    kill(&mut agent);
+
+    // While the agent is down, what a build with a 16-byte endpoint value
+    // would have left at the map's pin.
     let pins = bpffs.pins();
-    std::fs::create_dir_all(pins.path()).expect("the pin folder");
-    // What a build with a 16-byte endpoint value would have left.
+    std::fs::remove_file(pins.map(ENDPOINTS_MAP)).expect("unpinning the endpoint map");
     let expected = MapLayout::ENDPOINTS;
     let older: HashMap<MapData, [u8; 20], [u8; 16]> =
         HashMap::create(expected.max_entries, 0).expect("creating the older map");
@@ -393,7 +420,6 @@ async fn a_pinned_map_with_another_layout_is_recreated_at_start() {
         .pin(pins.map(ENDPOINTS_MAP))
         .expect("pinning the older map");
 
-    let node = datapath_node(&bpffs).await;
     let mut agent = node.setup.start(Some(&node.ns));
     node.setup.wait_ready(Some(&node.ns), &mut agent);
     let page = node.setup.metrics(Some(&node.ns));
@@ -405,10 +431,24 @@ async fn a_pinned_map_with_another_layout_is_recreated_at_start() {
     let info = MapInfo::from_pin(pins.map(ENDPOINTS_MAP)).expect("the new pin");
     assert_eq!(info.value_size(), expected.value_size);
 
-    // The re-created map is the one the program reads.
-    let pod = NetNs::create_unique("ipam-pod").expect("a pod namespace");
-    let result = add_pod(&node, "pod-l", &pod);
+    // The link runs this run's program, over the re-created map, which
+    // holds the pod again: its own traffic passes, a spoofed source does not.
+    let after = tcx_program_ids(&node, &veth);
+    assert_eq!(after.len(), 1, "one program on {veth}: {after:?}");
+    assert_ne!(
+        after, before,
+        "the pinned link still runs the older program"
+    );
     assert_eq!(send(&pod, &node, POD_ADDRESS, 3), 3, "own source passes");
+    pod.block_on(|| async {
+        let links = NetLinks::connect().expect("netlink");
+        links
+            .add_address("eth0", SPOOFED.into(), 32)
+            .await
+            .expect("a second address in the pod");
+    })
+    .expect("netns");
+    assert_eq!(send(&pod, &node, SPOOFED, 2), 0, "spoofed source dropped");
     del_pod(&node, "pod-l", &pod, &result);
     kill(&mut agent);
 }

@@ -644,6 +644,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn attach_takes_only_the_attachments_own_address() {
+        let f = fixture(&["10.0.1.5", "10.0.1.6"], Allocations::new());
+        let a = f.allocator.add(holder("a")).await.unwrap();
+        let other: IpAddr = "10.0.1.6".parse().unwrap();
+        // (container, address, Ok or the CNI code)
+        let table = [
+            ("a", other, Err(101)),
+            ("b", a.ip, Err(101)),
+            ("a", a.ip, Ok(())),
+        ];
+        for (container, address, want) in table {
+            let got = f
+                .allocator
+                .attach(container, "eth0", "veth1", address)
+                .await
+                .map_err(|e| e.cni_code());
+            assert_eq!(got, want, "{container} {address}");
+        }
+        assert!(
+            f.state.load().unwrap().host_veths.is_empty(),
+            "without a datapath nothing is attached, nor saved as attached"
+        );
+        f.allocator.detach("a", "eth0").await.unwrap();
+        f.allocator.detach("unknown", "eth0").await.unwrap();
+    }
+
+    #[tokio::test]
     async fn the_status_patch_publishes_allocations_and_answers_only() {
         let f = fixture(&["10.0.1.5", "10.0.1.6"], Allocations::new());
         let mut node = node(&["10.0.1.5", "10.0.1.6"]);

@@ -288,3 +288,59 @@ impl AgentMetrics {
         self.pool.set(i64::try_from(pool).unwrap_or(i64::MAX));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipam_datapath::Verdict;
+
+    struct Fixed(Result<EndpointCounters, String>);
+
+    impl DatapathTotals for Fixed {
+        fn totals(&self) -> Result<EndpointCounters, String> {
+            self.0.clone()
+        }
+    }
+
+    fn page(metrics: &AgentMetrics) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, metrics.registry()).unwrap();
+        text
+    }
+
+    #[test]
+    fn datapath_counters_are_read_at_scrape_time_once_loaded() {
+        let metrics = AgentMetrics::new();
+        let before = page(&metrics);
+        assert!(!before.contains("datapath_packets"), "{before}");
+        assert!(
+            before.contains("ipam_agent_datapath_maps_recreated_total 0"),
+            "{before}"
+        );
+
+        let mut totals = EndpointCounters::ZERO;
+        totals.record(Verdict::Pass, 100);
+        totals.record(Verdict::Pass, 60);
+        totals.record(Verdict::Drop(DropReason::UnknownSource), 60);
+        metrics.datapath_loaded(Arc::new(Fixed(Ok(totals))));
+        metrics.maps_recreated(1);
+        let after = page(&metrics);
+        for line in [
+            "ipam_agent_datapath_packets_total 2",
+            "ipam_agent_datapath_bytes_total 160",
+            r#"ipam_agent_datapath_drops_total{reason="unknown_source"} 1"#,
+            r#"ipam_agent_datapath_drops_total{reason="malformed"} 0"#,
+            "ipam_agent_datapath_maps_recreated_total 1",
+        ] {
+            assert!(after.lines().any(|l| l == line), "{line} in\n{after}");
+        }
+
+        let failing = AgentMetrics::new();
+        failing.datapath_loaded(Arc::new(Fixed(Err("map gone".into()))));
+        let text = page(&failing);
+        assert!(
+            !text.contains("datapath_packets") && text.contains("ipam_agent_allocations_total"),
+            "a failed read leaves the datapath out, the rest in: {text}"
+        );
+    }
+}

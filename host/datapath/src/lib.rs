@@ -13,6 +13,8 @@
 //! - [`Datapath::set_endpoint`], [`Datapath::remove_endpoint`] and
 //!   [`Datapath::sync_host_addresses`] keep the endpoint map in step;
 //!   [`Datapath::counters`] reads the per-CPU counters summed.
+//! - [`endpoint_key`] and [`key_address`] convert between addresses and
+//!   map keys; [`interface_index`] finds an interface's ifindex.
 //! - [`Datapath::test_run`] runs the program on a crafted frame with
 //!   `BPF_PROG_TEST_RUN`.
 //!

@@ -107,6 +107,10 @@ pub struct Cli {
     /// `<bpffs>/ipam-agent`.
     #[arg(long, env = "IPAM_AGENT_BPFFS", default_value = "/sys/fs/bpf")]
     pub bpffs: PathBuf,
+    /// How often the host's addresses are synced into the datapath's
+    /// endpoint map after start-up.
+    #[arg(long, env = "IPAM_AGENT_HOST_ADDRESS_SYNC_SECS", default_value_t = 60)]
+    pub host_address_sync_secs: u64,
     /// At most one status patch per this many milliseconds.
     #[arg(long, env = "IPAM_AGENT_STATUS_INTERVAL_MS", default_value_t = 250)]
     pub status_interval_ms: u64,

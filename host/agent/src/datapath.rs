@@ -122,12 +122,29 @@ impl NodeDatapath {
     /// Keeps the host's own addresses in the endpoint map.
     pub fn sync_host_addresses(&self, addresses: &[IpAddr]) -> Result<(), NodeDatapathError> {
         let sync = self.inner().datapath.sync_host_addresses(addresses)?;
-        tracing::info!(
-            added = sync.add.len(),
-            removed = sync.remove.len(),
-            "host addresses synced into the endpoint map"
-        );
+        if !sync.add.is_empty() || !sync.remove.is_empty() {
+            tracing::info!(
+                added = sync.add.len(),
+                removed = sync.remove.len(),
+                "host addresses synced into the endpoint map"
+            );
+        }
         Ok(())
+    }
+
+    /// Syncs the host's addresses every `every`, for as long as the agent
+    /// runs: addresses come and go with interfaces (Cilium re-syncs too).
+    pub async fn keep_host_addresses(self: std::sync::Arc<Self>, every: std::time::Duration) {
+        loop {
+            tokio::time::sleep(every).await;
+            let synced = match host_addresses().await {
+                Ok(addresses) => self.sync_host_addresses(&addresses),
+                Err(error) => Err(error),
+            };
+            if let Err(error) = synced {
+                tracing::warn!(%error, "syncing the host's addresses into the endpoint map");
+            }
+        }
     }
 
     /// After a restart, with the allocations kept (address, host veth if

@@ -119,7 +119,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Arc::new(NoRoutes)
     };
     let datapath = match &cli.datapath_object {
-        Some(object) => Some(load_datapath(object, &cli.bpffs, &metrics).await?),
+        Some(object) => {
+            let datapath = load_datapath(object, &cli.bpffs, &metrics).await?;
+            tokio::spawn(
+                datapath
+                    .clone()
+                    .keep_host_addresses(Duration::from_secs(cli.host_address_sync_secs.max(1))),
+            );
+            Some(datapath)
+        }
         None => None,
     };
     let allocator = Arc::new(

@@ -24,6 +24,8 @@ use crate::support::{kill, NODE};
 const POD_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 10);
 /// Put on the pod's interface by the test, never allocated: a spoofed source.
 const SPOOFED: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 99);
+/// Put on the node by the test after the agent started.
+const HOST_ADDED: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 200);
 
 /// The object `cargo xtask ebpf` builds; `IPAM_EBPF_OBJECT` names it when
 /// xtask runs the tests.
@@ -65,7 +67,7 @@ impl Drop for TestBpffs {
 async fn datapath_node(bpffs: &TestBpffs) -> NodeNs {
     let object = format!("--datapath-object={}", ebpf_object().display());
     let folder = format!("--bpffs={}", bpffs.0.display());
-    NodeNs::new(4, &[&object, &folder]).await
+    NodeNs::new(4, &[&object, &folder, "--host-address-sync-secs=1"]).await
 }
 
 /// The conflist's ADD: ptp (with ipam-cni as its IPAM), then ipam-cni
@@ -276,6 +278,37 @@ async fn a_chained_pod_is_held_to_its_own_address_and_counted() {
         ),
         Some(1.0),
         "{after}"
+    );
+
+    // An address the node gains is synced as the host's within a second or
+    // two: a pod sending from it is dropped as host_source.
+    node.ns
+        .block_on(|| async {
+            let links = NetLinks::connect().expect("netlink");
+            links
+                .add_address("eni1", HOST_ADDED.into(), 32)
+                .await
+                .expect("a new address on the node");
+        })
+        .expect("netns");
+    std::thread::sleep(Duration::from_millis(2500));
+    pod.block_on(|| async {
+        let links = NetLinks::connect().expect("netlink");
+        links
+            .add_address("eth0", HOST_ADDED.into(), 32)
+            .await
+            .expect("the node's address in the pod");
+    })
+    .expect("netns");
+    assert_eq!(send(&pod, &node, HOST_ADDED, 2), 0, "host source dropped");
+    let page = node.setup.metrics(Some(&node.ns));
+    assert_eq!(
+        metric(
+            &page,
+            r#"ipam_agent_datapath_drops_total{reason="host_source"}"#
+        ),
+        Some(2.0),
+        "{page}"
     );
 
     // The datapath step refuses an address that is not the attachment's.

@@ -1,7 +1,8 @@
 //! The agent's allocator: the pure decisions of `ipam_pool::agent` run over
 //! the node the agent last saw and its own allocations, with the state file
-//! written before any answer and the routes kept in step. One lock orders
-//! every change, so two ADDs never get the same address.
+//! written before any answer and the routes (and, with one, the datapath's
+//! endpoints) kept in step. One lock orders every change, so two ADDs never
+//! get the same address.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -18,9 +19,10 @@ use ipam_pool::agent::restore::{restore, Restored};
 use serde_json::{json, Map, Value};
 use tokio::sync::{Mutex, Notify};
 
+use crate::datapath::NodeDatapath;
 use crate::metrics::AgentMetrics;
 use crate::routing::{wanted_route, wanted_routes, RouteTable};
-use crate::state_file::{StateFile, StateFileError};
+use crate::state_file::{HostVeths, Saved, StateFile, StateFileError};
 
 /// An address given to an attachment, with where it lives and its
 /// gateway: the router of its subnet, as cilium-agent answers (a chained
@@ -45,6 +47,15 @@ pub enum AllocatorError {
     State(#[from] StateFileError),
     #[error("routes of {ip}: {message}")]
     Routes { ip: IpAddr, message: String },
+    #[error("{container_id}/{ifname} holds {held:?}, not {asked}")]
+    NotItsAddress {
+        container_id: String,
+        ifname: String,
+        held: Option<IpAddr>,
+        asked: IpAddr,
+    },
+    #[error("datapath of {ip}: {message}")]
+    Datapath { ip: IpAddr, message: String },
 }
 
 impl AllocatorError {
@@ -55,7 +66,9 @@ impl AllocatorError {
             AllocatorError::Exhausted { .. } => 11,
             AllocatorError::Unknown { .. } => 3,
             AllocatorError::State(_) => 5,
-            AllocatorError::Routes { .. } => 101,
+            AllocatorError::Routes { .. }
+            | AllocatorError::NotItsAddress { .. }
+            | AllocatorError::Datapath { .. } => 101,
         }
     }
 }
@@ -63,12 +76,22 @@ impl AllocatorError {
 struct Inner {
     node: CiliumNode,
     allocations: Allocations,
+    /// The host-side veth each attached address sits behind.
+    host_veths: HostVeths,
+}
+
+impl Inner {
+    fn save(&self, state: &StateFile) -> Result<(), StateFileError> {
+        state.save(&self.allocations, &self.host_veths)
+    }
 }
 
 pub struct Allocator {
     inner: Mutex<Inner>,
     state: StateFile,
     routes: Arc<dyn RouteTable>,
+    /// The eBPF datapath, when the agent runs one.
+    datapath: Option<Arc<NodeDatapath>>,
     metrics: Arc<AgentMetrics>,
     /// Wakes the status publisher.
     changed: Arc<Notify>,
@@ -86,19 +109,24 @@ pub struct RestoreReport {
 }
 
 impl Allocator {
-    /// An allocator over the saved `allocations` (loaded before anything
+    /// An allocator over the saved allocations (loaded before anything
     /// else) and the node as first read.
     pub fn new(
-        allocations: Allocations,
+        saved: Saved,
         node: CiliumNode,
         state: StateFile,
         routes: Arc<dyn RouteTable>,
         metrics: Arc<AgentMetrics>,
     ) -> Self {
         Self {
-            inner: Mutex::new(Inner { node, allocations }),
+            inner: Mutex::new(Inner {
+                node,
+                allocations: saved.allocations,
+                host_veths: saved.host_veths,
+            }),
             state,
             routes,
+            datapath: None,
             metrics,
             changed: Arc::new(Notify::new()),
             pause_after_save: None,
@@ -107,6 +135,11 @@ impl Allocator {
 
     pub fn pause_after_save(mut self, pause: Option<Duration>) -> Self {
         self.pause_after_save = pause;
+        self
+    }
+
+    pub fn with_datapath(mut self, datapath: Option<Arc<NodeDatapath>>) -> Self {
+        self.datapath = datapath;
         self
     }
 
@@ -134,7 +167,9 @@ impl Allocator {
             outside_pool,
         } = restore(saved, &inner.node, live_pods);
         inner.allocations = kept;
-        self.state.save(&inner.allocations)?;
+        let held = inner.allocations.clone();
+        inner.host_veths.retain(|ip, _| held.contains_key(ip));
+        inner.save(&self.state)?;
         let wanted = wanted_routes(&inner.node, &inner.allocations);
         self.routes
             .reconcile(&wanted)
@@ -143,6 +178,23 @@ impl Allocator {
                 ip: IpAddr::from([0, 0, 0, 0]),
                 message: format!("restoring: {e}"),
             })?;
+        if let Some(datapath) = &self.datapath {
+            let held: Vec<(IpAddr, Option<&str>, u32)> = inner
+                .allocations
+                .iter()
+                .map(|(ip, allocation)| {
+                    let number = placement(&inner.node, allocation.resource.as_deref(), *ip)
+                        .map_or(0, |placed| placed.interface_number);
+                    (*ip, inner.host_veths.get(ip).map(String::as_str), number)
+                })
+                .collect();
+            datapath
+                .restore(&held)
+                .map_err(|e| AllocatorError::Datapath {
+                    ip: IpAddr::from([0, 0, 0, 0]),
+                    message: format!("restoring: {e}"),
+                })?;
+        }
         self.metrics.restored("kept", inner.allocations.len());
         self.metrics.restored("freed", freed.len());
         self.metrics.restored("outside-pool", outside_pool.len());
@@ -183,7 +235,7 @@ impl Allocator {
                     resource: resource.clone(),
                 };
                 inner.allocations.insert(ip, allocation);
-                if let Err(error) = self.state.save(&inner.allocations) {
+                if let Err(error) = inner.save(&self.state) {
                     inner.allocations.remove(&ip);
                     return Err(error.into());
                 }
@@ -239,11 +291,28 @@ impl Allocator {
                 removed.push((*ip, allocation));
             }
         }
-        if let Err(error) = self.state.save(&inner.allocations) {
+        let mut removed_veths = Vec::new();
+        for (ip, _) in &removed {
+            if let Some(veth) = inner.host_veths.remove(ip) {
+                removed_veths.push((*ip, veth));
+            }
+        }
+        if let Err(error) = inner.save(&self.state) {
             inner.allocations.extend(removed);
+            inner.host_veths.extend(removed_veths);
             return Err(error.into());
         }
         self.metrics.released(reason, removed.len());
+        if let Some(datapath) = &self.datapath {
+            for (ip, _) in &removed {
+                // The address is freed and saved; a stale entry left here
+                // drops nothing of another pod's and is removed at the
+                // next start.
+                if let Err(error) = datapath.release(*ip) {
+                    tracing::warn!(%ip, %error, "removing the endpoint of a freed address");
+                }
+            }
+        }
         self.sizes(inner);
         self.changed.notify_one();
         let wanted = wanted_routes(&inner.node, &inner.allocations);
@@ -265,6 +334,69 @@ impl Allocator {
             Some(ip) => self.free(&mut inner, &[ip], "del").await,
             None => Ok(()),
         }
+    }
+
+    /// The datapath step's ADD: the program on `host_ifname` and the
+    /// attachment's address as its endpoint. The address must be the one
+    /// the attachment holds. Without a datapath, nothing to do.
+    pub async fn attach(
+        &self,
+        container_id: &str,
+        ifname: &str,
+        host_ifname: &str,
+        address: IpAddr,
+    ) -> Result<(), AllocatorError> {
+        let mut inner = self.inner.lock().await;
+        let held = held_by(&inner.allocations, container_id, ifname);
+        if held != Some(address) {
+            return Err(AllocatorError::NotItsAddress {
+                container_id: container_id.into(),
+                ifname: ifname.into(),
+                held,
+                asked: address,
+            });
+        }
+        let Some(datapath) = &self.datapath else {
+            return Ok(());
+        };
+        let resource = inner
+            .allocations
+            .get(&address)
+            .and_then(|a| a.resource.as_deref());
+        let interface_number =
+            placement(&inner.node, resource, address).map_or(0, |placed| placed.interface_number);
+        let (ifindex, how) = datapath
+            .attach(address, host_ifname, interface_number)
+            .map_err(|e| AllocatorError::Datapath {
+                ip: address,
+                message: e.to_string(),
+            })?;
+        tracing::info!(ip = %address, interface = host_ifname, ifindex, ?how, "endpoint attached");
+        if inner.host_veths.get(&address).map(String::as_str) != Some(host_ifname) {
+            inner.host_veths.insert(address, host_ifname.to_string());
+            inner.save(&self.state)?;
+        }
+        Ok(())
+    }
+
+    /// The datapath step's DEL: the attachment's endpoint removed and its
+    /// link detached; idempotent.
+    pub async fn detach(&self, container_id: &str, ifname: &str) -> Result<(), AllocatorError> {
+        let mut inner = self.inner.lock().await;
+        let (Some(datapath), Some(ip)) = (
+            &self.datapath,
+            held_by(&inner.allocations, container_id, ifname),
+        ) else {
+            return Ok(());
+        };
+        datapath.release(ip).map_err(|e| AllocatorError::Datapath {
+            ip,
+            message: e.to_string(),
+        })?;
+        if inner.host_veths.remove(&ip).is_some() {
+            inner.save(&self.state)?;
+        }
+        Ok(())
     }
 
     /// GC: free every allocation whose attachment is not valid; how many.
@@ -447,7 +579,11 @@ mod tests {
         allocator: Allocator,
     }
 
-    fn fixture(ips: &[&str], saved: Allocations) -> Fixture {
+    fn fixture(ips: &[&str], allocations: Allocations) -> Fixture {
+        let saved = Saved {
+            allocations,
+            host_veths: HostVeths::new(),
+        };
         let dir = tempfile::tempdir().unwrap();
         let state = StateFile::in_dir(dir.path());
         let routes = Arc::new(Recorded::default());
@@ -472,7 +608,7 @@ mod tests {
         let a = f.allocator.add(holder("a")).await.unwrap();
         assert_eq!(a.gateway, Some("10.0.1.1".parse().unwrap()));
         assert!(
-            f.state.load().unwrap().contains_key(&a.ip),
+            f.state.load().unwrap().allocations.contains_key(&a.ip),
             "saved before the answer"
         );
         assert_eq!(f.routes.installed.lock().unwrap()[0].interface_number, 1);
@@ -482,7 +618,7 @@ mod tests {
         assert_ne!(a.ip, b.ip);
         let error = f.allocator.add(holder("c")).await.unwrap_err();
         assert_eq!(error.cni_code(), 11, "{error}");
-        assert_eq!(f.state.load().unwrap().len(), 2);
+        assert_eq!(f.state.load().unwrap().allocations.len(), 2);
     }
 
     #[tokio::test]
@@ -504,7 +640,34 @@ mod tests {
         );
         let freed = f.allocator.gc(&BTreeSet::new()).await.unwrap();
         assert_eq!(freed, 1);
-        assert!(f.state.load().unwrap().is_empty());
+        assert!(f.state.load().unwrap().allocations.is_empty());
+    }
+
+    #[tokio::test]
+    async fn attach_takes_only_the_attachments_own_address() {
+        let f = fixture(&["10.0.1.5", "10.0.1.6"], Allocations::new());
+        let a = f.allocator.add(holder("a")).await.unwrap();
+        let other: IpAddr = "10.0.1.6".parse().unwrap();
+        // (container, address, Ok or the CNI code)
+        let table = [
+            ("a", other, Err(101)),
+            ("b", a.ip, Err(101)),
+            ("a", a.ip, Ok(())),
+        ];
+        for (container, address, want) in table {
+            let got = f
+                .allocator
+                .attach(container, "eth0", "veth1", address)
+                .await
+                .map_err(|e| e.cni_code());
+            assert_eq!(got, want, "{container} {address}");
+        }
+        assert!(
+            f.state.load().unwrap().host_veths.is_empty(),
+            "without a datapath nothing is attached, nor saved as attached"
+        );
+        f.allocator.detach("a", "eth0").await.unwrap();
+        f.allocator.detach("unknown", "eth0").await.unwrap();
     }
 
     #[tokio::test]
@@ -555,7 +718,7 @@ mod tests {
         let report = f.allocator.restore(Some(&live)).await.unwrap();
         assert_eq!(report.kept, 1);
         assert_eq!(report.freed, ["10.0.1.6".parse::<IpAddr>().unwrap()]);
-        assert_eq!(f.state.load().unwrap().len(), 1, "saved");
+        assert_eq!(f.state.load().unwrap().allocations.len(), 1, "saved");
         assert_eq!(f.routes.reconciled.lock().unwrap()[0].len(), 1);
     }
 }

@@ -99,6 +99,18 @@ pub struct Cli {
     /// Install the policy routes of secondary-interface addresses.
     #[arg(long, env = "IPAM_AGENT_ROUTING", default_value_t = true, action = clap::ArgAction::Set)]
     pub routing: bool,
+    /// The datapath's eBPF object (`cargo xtask ebpf`); no datapath when
+    /// unset.
+    #[arg(long, env = "IPAM_AGENT_DATAPATH_OBJECT", value_name = "PATH")]
+    pub datapath_object: Option<PathBuf>,
+    /// Where bpffs is (mounted there if it is not); the datapath pins under
+    /// `<bpffs>/ipam-agent`.
+    #[arg(long, env = "IPAM_AGENT_BPFFS", default_value = "/sys/fs/bpf")]
+    pub bpffs: PathBuf,
+    /// How often the host's addresses are synced into the datapath's
+    /// endpoint map after start-up.
+    #[arg(long, env = "IPAM_AGENT_HOST_ADDRESS_SYNC_SECS", default_value_t = 60)]
+    pub host_address_sync_secs: u64,
     /// At most one status patch per this many milliseconds.
     #[arg(long, env = "IPAM_AGENT_STATUS_INTERVAL_MS", default_value_t = 250)]
     pub status_interval_ms: u64,
@@ -164,6 +176,8 @@ mod tests {
         assert_eq!(cli.eni_subnet_tags["tier"], "pods");
         assert_eq!(cli.eni_security_group_ids, ["sg-1", "sg-2"]);
         assert!(cli.routing);
+        assert_eq!(cli.datapath_object, None, "no datapath unless asked");
+        assert_eq!(cli.bpffs, PathBuf::from("/sys/fs/bpf"));
         for bad in ["--eni-subnet-tags=novalue", "--cloud=gcp"] {
             assert!(
                 Cli::try_parse_from(["ipam-agent", "--node-name=n1", bad]).is_err(),

@@ -95,6 +95,8 @@ fn command(request: &AgentRequest) -> &'static str {
         AgentRequest::Check { .. } => "CHECK",
         AgentRequest::Gc { .. } => "GC",
         AgentRequest::Status => "STATUS",
+        AgentRequest::Attach { .. } => "ATTACH",
+        AgentRequest::Detach { .. } => "DETACH",
     }
 }
 
@@ -153,6 +155,29 @@ pub async fn answer(allocator: &Allocator, request: AgentRequest) -> AgentRespon
                 Err(error) => failed(&error),
             }
         }
+        AgentRequest::Attach {
+            attachment,
+            host_ifname,
+            address,
+        } => match allocator
+            .attach(
+                attachment.container_id.as_str(),
+                attachment.ifname.as_str(),
+                host_ifname.as_str(),
+                address,
+            )
+            .await
+        {
+            Ok(()) => AgentResponse::Done,
+            Err(error) => failed(&error),
+        },
+        AgentRequest::Detach { attachment } => match allocator
+            .detach(attachment.container_id.as_str(), attachment.ifname.as_str())
+            .await
+        {
+            Ok(()) => AgentResponse::Done,
+            Err(error) => failed(&error),
+        },
         // The socket is served only once the agent has restored and
         // registered: serving is being ready.
         AgentRequest::Status => AgentResponse::Done,

@@ -3,7 +3,8 @@
 //! spec.ipam.pool to the `ipam-cni` plugin over a unix socket, saves its
 //! allocations atomically before answering, publishes status.ipam.used,
 //! answers the release handshake, and installs the policy routes of
-//! addresses on secondary interfaces. The decisions are `ipam_pool::agent`'s
+//! addresses on secondary interfaces; with `--datapath-object`, it loads the
+//! eBPF datapath and keeps its endpoints in step. The decisions are `ipam_pool::agent`'s
 //! (the simulation's agents use the same ones); this crate does the I/O.
 //! It never links wasmtime.
 //!
@@ -18,11 +19,13 @@
 //! | `register` | the spec the agent registers, as plain data |
 //! | `facts` | the instance's facts from the metadata service or the flags |
 //! | `routing`, `netlink_routes` | the policy routes wanted, and their netlink table |
+//! | `datapath` | the eBPF datapath (`ipam-datapath`) in step with the allocations |
 //! | `metrics` | `ipam_agent_*` |
 
 pub mod allocator;
 pub mod cli;
 pub mod cni_server;
+pub mod datapath;
 pub mod facts;
 pub mod kube_node;
 pub mod metrics;

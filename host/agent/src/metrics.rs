@@ -1,8 +1,17 @@
 //! The agent's metrics (`ipam_agent_*`): CNI requests by command and result
 //! with their latency, addresses given out and freed, the handshake answers,
-//! what each restore kept and freed, status patches, and the pool's size.
+//! what each restore kept and freed, status patches, and the pool's size;
+//! with a datapath, its counters summed over endpoints (read from the maps
+//! at scrape time) and the maps it re-created.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use ipam_datapath::{DropReason, EndpointCounters};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::MetricType;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -25,6 +34,76 @@ pub struct Command {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Reason {
     pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DropLabel {
+    pub reason: &'static str,
+}
+
+/// Where the datapath's counters come from, once it is loaded.
+pub trait DatapathTotals: Send + Sync {
+    /// Every endpoint's counters summed; an error leaves them out of the
+    /// scrape.
+    fn totals(&self) -> Result<EndpointCounters, String>;
+}
+
+/// Reads the datapath's counters at scrape time: nothing before the
+/// datapath is loaded, or without one.
+#[derive(Clone, Default)]
+struct DatapathCollector {
+    source: Arc<OnceLock<Arc<dyn DatapathTotals>>>,
+}
+
+impl std::fmt::Debug for DatapathCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatapathCollector")
+            .field("loaded", &self.source.get().is_some())
+            .finish()
+    }
+}
+
+impl Collector for DatapathCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(source) = self.source.get() else {
+            return Ok(());
+        };
+        let totals = match source.totals() {
+            Ok(totals) => totals,
+            Err(error) => {
+                tracing::warn!(%error, "reading the datapath's counters");
+                return Ok(());
+            }
+        };
+        for (name, help, value) in [
+            (
+                "datapath_packets",
+                "Packets the datapath passed from pods, all endpoints summed",
+                totals.packets,
+            ),
+            (
+                "datapath_bytes",
+                "Bytes the datapath passed from pods, all endpoints summed",
+                totals.bytes,
+            ),
+        ] {
+            let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            ConstCounter::new(value).encode(metric)?;
+        }
+        let mut drops = encoder.encode_descriptor(
+            "datapath_drops",
+            "Packets the datapath dropped from pods, by reason, all endpoints summed",
+            None,
+            MetricType::Counter,
+        )?;
+        for reason in DropReason::ALL {
+            let label = DropLabel {
+                reason: reason.name(),
+            };
+            ConstCounter::new(totals.dropped(reason)).encode(drops.encode_family(&label)?)?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -60,6 +139,8 @@ pub struct AgentMetrics {
     patches: Family<Result_, Counter>,
     allocated: Gauge,
     pool: Gauge,
+    maps_recreated: Counter,
+    datapath: DatapathCollector,
 }
 
 impl Default for AgentMetrics {
@@ -126,6 +207,14 @@ impl AgentMetrics {
             "Addresses in the node's spec.ipam.pool",
             pool.clone(),
         );
+        let maps_recreated = Counter::default();
+        registry.register(
+            "datapath_maps_recreated",
+            "Pinned datapath maps found with another layout at start-up and re-created empty",
+            maps_recreated.clone(),
+        );
+        let datapath = DatapathCollector::default();
+        registry.register_collector(Box::new(datapath.clone()));
         Self {
             registry,
             cni_requests,
@@ -137,6 +226,8 @@ impl AgentMetrics {
             patches,
             allocated,
             pool,
+            maps_recreated,
+            datapath,
         }
     }
 
@@ -181,9 +272,75 @@ impl AgentMetrics {
         self.patches.get_or_create(&Result_ { result }).inc();
     }
 
+    pub fn maps_recreated(&self, count: usize) {
+        self.maps_recreated.inc_by(count as u64);
+    }
+
+    /// From now on every scrape reads the datapath's counters from `source`
+    /// (the first one set stays).
+    pub fn datapath_loaded(&self, source: Arc<dyn DatapathTotals>) {
+        let _ = self.datapath.source.set(source);
+    }
+
     pub fn sizes(&self, allocated: usize, pool: usize) {
         self.allocated
             .set(i64::try_from(allocated).unwrap_or(i64::MAX));
         self.pool.set(i64::try_from(pool).unwrap_or(i64::MAX));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipam_datapath::Verdict;
+
+    struct Fixed(Result<EndpointCounters, String>);
+
+    impl DatapathTotals for Fixed {
+        fn totals(&self) -> Result<EndpointCounters, String> {
+            self.0.clone()
+        }
+    }
+
+    fn page(metrics: &AgentMetrics) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, metrics.registry()).unwrap();
+        text
+    }
+
+    #[test]
+    fn datapath_counters_are_read_at_scrape_time_once_loaded() {
+        let metrics = AgentMetrics::new();
+        let before = page(&metrics);
+        assert!(!before.contains("datapath_packets"), "{before}");
+        assert!(
+            before.contains("ipam_agent_datapath_maps_recreated_total 0"),
+            "{before}"
+        );
+
+        let mut totals = EndpointCounters::ZERO;
+        totals.record(Verdict::Pass, 100);
+        totals.record(Verdict::Pass, 60);
+        totals.record(Verdict::Drop(DropReason::UnknownSource), 60);
+        metrics.datapath_loaded(Arc::new(Fixed(Ok(totals))));
+        metrics.maps_recreated(1);
+        let after = page(&metrics);
+        for line in [
+            "ipam_agent_datapath_packets_total 2",
+            "ipam_agent_datapath_bytes_total 160",
+            r#"ipam_agent_datapath_drops_total{reason="unknown_source"} 1"#,
+            r#"ipam_agent_datapath_drops_total{reason="malformed"} 0"#,
+            "ipam_agent_datapath_maps_recreated_total 1",
+        ] {
+            assert!(after.lines().any(|l| l == line), "{line} in\n{after}");
+        }
+
+        let failing = AgentMetrics::new();
+        failing.datapath_loaded(Arc::new(Fixed(Err("map gone".into()))));
+        let text = page(&failing);
+        assert!(
+            !text.contains("datapath_packets") && text.contains("ipam_agent_allocations_total"),
+            "a failed read leaves the datapath out, the rest in: {text}"
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! The agent's start-up, in the order cilium-agent keeps: the saved
 //! allocations are read before anything else; the node is registered; the
 //! allocations are judged against the node's pool and the live pods and the
-//! routes put in step; only then is the CNI socket served and the agent
+//! routes put in step (with a datapath: bpffs mounted, the program loaded
+//! over its pinned maps, the host's addresses and the endpoints written);
+//! only then is the CNI socket served and the agent
 //! ready. The CiliumNode is watched and its status published from then on.
 
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use tokio::sync::watch;
 
 use crate::allocator::Allocator;
 use crate::cli::Cli;
+use crate::datapath::NodeDatapath;
 use crate::facts;
 use crate::kube_node::{publish, NodeClient};
 use crate::metrics::AgentMetrics;
@@ -63,7 +66,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         "the saved allocations cannot be read; the file is left as it is \
          (move it away to start empty, knowing its addresses may be in use)",
     )?;
-    tracing::info!(saved = saved.len(), file = %state.path().display(), "allocations read");
+    tracing::info!(saved = saved.allocations.len(), file = %state.path().display(), "allocations read");
 
     let metrics = Arc::new(AgentMetrics::new());
     let (ready_tx, ready) = watch::channel(false);
@@ -115,8 +118,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     } else {
         Arc::new(NoRoutes)
     };
+    let datapath = match &cli.datapath_object {
+        Some(object) => {
+            let datapath = load_datapath(object, &cli.bpffs, &metrics).await?;
+            tokio::spawn(
+                datapath
+                    .clone()
+                    .keep_host_addresses(Duration::from_secs(cli.host_address_sync_secs.max(1))),
+            );
+            Some(datapath)
+        }
+        None => None,
+    };
     let allocator = Arc::new(
         Allocator::new(saved, node, state, routes, metrics.clone())
+            .with_datapath(datapath)
             .pause_after_save(cli.test_pause_after_save_ms.map(Duration::from_millis)),
     );
     let report = allocator.restore(live_pods.as_ref()).await?;
@@ -148,6 +164,36 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(&cli.socket);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The datapath over its pinned maps, with the host's addresses written.
+/// A map re-created for another layout is logged and counted; it starts
+/// empty, and the restore writes the kept endpoints into it again.
+async fn load_datapath(
+    object: &std::path::Path,
+    bpffs: &std::path::Path,
+    metrics: &Arc<AgentMetrics>,
+) -> anyhow::Result<Arc<NodeDatapath>> {
+    let (datapath, loaded) = NodeDatapath::load(object, bpffs).with_context(|| {
+        format!(
+            "loading the datapath {} with its pins under {}",
+            object.display(),
+            bpffs.display()
+        )
+    })?;
+    for map in &loaded.recreated {
+        tracing::warn!(
+            map,
+            "a pinned datapath map had another layout: re-created empty"
+        );
+    }
+    metrics.maps_recreated(loaded.recreated.len());
+    let addresses = crate::datapath::host_addresses().await?;
+    datapath.sync_host_addresses(&addresses)?;
+    let datapath = Arc::new(datapath);
+    metrics.datapath_loaded(datapath.clone());
+    tracing::info!(bpffs = ?loaded.bpffs, recreated = loaded.recreated.len(), "datapath loaded");
+    Ok(datapath)
 }
 
 async fn shutdown_signal() -> anyhow::Result<()> {

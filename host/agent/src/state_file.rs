@@ -4,8 +4,14 @@
 //! a crash at any point leaves either the old file or the new one. Read back
 //! at start-up before anything is served; every entry is checked and a bad
 //! file is an error naming what is wrong, never silently an empty state.
+//!
+//! An entry may name the pod's host-side veth (`host-ifname`, written once
+//! the datapath is attached there), so a restart that finds its pinned
+//! endpoint map re-created can write the endpoint again. The field is
+//! optional: files of agents before it read as they are. An agent before it
+//! refuses a file that has it (unknown field).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::net::IpAddr;
@@ -17,6 +23,17 @@ use serde::{Deserialize, Serialize};
 /// The format written; a file of another version is refused.
 const VERSION: u32 = 1;
 const FILE_NAME: &str = "allocations.json";
+
+/// The host-side veth of each address the datapath is attached for.
+pub type HostVeths = BTreeMap<IpAddr, String>;
+
+/// What the file holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Saved {
+    pub allocations: Allocations,
+    /// Only for addresses in `allocations`.
+    pub host_veths: HostVeths,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateFileError {
@@ -56,6 +73,8 @@ struct Entry {
     owner: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     resource: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    host_ifname: Option<String>,
 }
 
 /// The state file in the agent's state directory.
@@ -86,17 +105,17 @@ impl StateFile {
 
     /// The saved allocations; none when there is no file yet (a first
     /// start). The directory is created if missing.
-    pub fn load(&self) -> Result<Allocations, StateFileError> {
+    pub fn load(&self) -> Result<Saved, StateFileError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| self.io(e))?;
         let bytes = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Allocations::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Saved::default()),
             Err(e) => return Err(self.io(e)),
         };
         self.parse(&bytes)
     }
 
-    fn parse(&self, bytes: &[u8]) -> Result<Allocations, StateFileError> {
+    fn parse(&self, bytes: &[u8]) -> Result<Saved, StateFileError> {
         let document: Document =
             serde_json::from_slice(bytes).map_err(|source| StateFileError::Decode {
                 path: self.path.clone(),
@@ -109,6 +128,7 @@ impl StateFile {
             });
         }
         let mut allocations = Allocations::new();
+        let mut host_veths = HostVeths::new();
         let mut attachments = BTreeSet::new();
         for (index, entry) in document.allocations.into_iter().enumerate() {
             let problem = |problem: String| StateFileError::Entry {
@@ -120,6 +140,17 @@ impl StateFile {
                 .ip
                 .parse()
                 .map_err(|_| problem(format!("ip {:?} is not an address", entry.ip)))?;
+            match entry.host_ifname {
+                Some(name) if name.is_empty() || name.len() > 15 || name.contains('/') => {
+                    return Err(problem(format!(
+                        "host-ifname {name:?} is not an interface name"
+                    )));
+                }
+                Some(name) => {
+                    host_veths.insert(ip, name);
+                }
+                None => {}
+            }
             if entry.container_id.is_empty() || entry.ifname.is_empty() || entry.owner.is_empty() {
                 return Err(problem(
                     "container-id, ifname and owner must not be empty".into(),
@@ -143,11 +174,19 @@ impl StateFile {
                 return Err(problem(format!("{ip} is allocated twice")));
             }
         }
-        Ok(allocations)
+        Ok(Saved {
+            allocations,
+            host_veths,
+        })
     }
 
-    /// Replace the file with `allocations`, durably.
-    pub fn save(&self, allocations: &Allocations) -> Result<(), StateFileError> {
+    /// Replace the file with `allocations` (and the host veths of those
+    /// that have one), durably.
+    pub fn save(
+        &self,
+        allocations: &Allocations,
+        host_veths: &HostVeths,
+    ) -> Result<(), StateFileError> {
         let document = Document {
             version: VERSION,
             allocations: allocations
@@ -158,6 +197,7 @@ impl StateFile {
                     ifname: a.holder.ifname.clone(),
                     owner: a.holder.owner.clone(),
                     resource: a.resource.clone(),
+                    host_ifname: host_veths.get(ip).cloned(),
                 })
                 .collect(),
         };
@@ -205,16 +245,39 @@ mod tests {
     fn saved_allocations_load_back_and_no_file_is_empty() {
         let dir = tempfile::tempdir().unwrap();
         let file = StateFile::in_dir(&dir.path().join("state"));
-        assert!(file.load().unwrap().is_empty());
-        file.save(&allocations()).unwrap();
-        assert_eq!(file.load().unwrap(), allocations());
-        file.save(&Allocations::new()).unwrap();
-        assert!(file.load().unwrap().is_empty());
+        assert_eq!(file.load().unwrap(), Saved::default());
+        file.save(&allocations(), &HostVeths::new()).unwrap();
+        assert_eq!(file.load().unwrap().allocations, allocations());
+        let veths = HostVeths::from([("10.0.1.5".parse().unwrap(), "veth1a2b".to_string())]);
+        file.save(&allocations(), &veths).unwrap();
+        assert_eq!(
+            file.load().unwrap(),
+            Saved {
+                allocations: allocations(),
+                host_veths: veths
+            }
+        );
+        file.save(&Allocations::new(), &HostVeths::new()).unwrap();
+        assert_eq!(file.load().unwrap(), Saved::default());
         let names: Vec<_> = std::fs::read_dir(dir.path().join("state"))
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["allocations.json"], "no temporary file left behind");
+    }
+
+    #[test]
+    fn a_version_1_file_without_host_veths_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = StateFile::in_dir(dir.path());
+        std::fs::write(
+            file.path(),
+            r#"{"version":1,"allocations":[{"ip":"10.0.1.5","container-id":"c1","ifname":"eth0","owner":"default/web","resource":"eni-1"}]}"#,
+        )
+        .unwrap();
+        let saved = file.load().unwrap();
+        assert_eq!(saved.allocations, allocations());
+        assert!(saved.host_veths.is_empty());
     }
 
     #[test]
@@ -260,6 +323,10 @@ mod tests {
                     entry("10.0.0.1", "")
                 ),
                 "must not be empty",
+            ),
+            (
+                r#"{"version":1,"allocations":[{"ip":"10.0.0.1","container-id":"a","ifname":"eth0","owner":"o","host-ifname":"a/b"}]}"#,
+                "entry 0: host-ifname \"a/b\" is not an interface name",
             ),
         ];
         for (text, expected) in cases {

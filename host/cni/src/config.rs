@@ -54,6 +54,15 @@ pub enum ConfigError {
     NoPrevResult,
     #[error("GC needs cni.dev/valid-attachments")]
     NoValidAttachments,
+    #[error(
+        "the datapath step (ipam-cni without an ipam section) needs a prevResult for {0}: \
+         place it after the main plugin in a conflist"
+    )]
+    DatapathNeedsPrevResult(Command),
+    #[error("prevResult has no host-side interface (one without a sandbox) to attach to")]
+    NoHostInterface,
+    #[error("prevResult has no address for the pod")]
+    NoPodAddress,
 }
 
 impl ConfigError {
@@ -71,7 +80,10 @@ impl ConfigError {
             | ConfigError::RelativeSocket(_)
             | ConfigError::Timeout(_)
             | ConfigError::NoPrevResult
-            | ConfigError::NoValidAttachments => (
+            | ConfigError::NoValidAttachments
+            | ConfigError::DatapathNeedsPrevResult(_)
+            | ConfigError::NoHostInterface
+            | ConfigError::NoPodAddress => (
                 code::INVALID_NETWORK_CONFIG,
                 "invalid network configuration",
             ),
@@ -101,7 +113,7 @@ pub struct NetworkConfig {
 }
 
 #[derive(Deserialize)]
-struct RawIpam {
+pub(crate) struct RawIpam {
     socket: Option<PathBuf>,
     #[serde(rename = "timeoutSeconds")]
     timeout_seconds: Option<u64>,
@@ -132,10 +144,13 @@ pub fn peek_version(stdin: &[u8]) -> Option<CniVersion> {
     CniVersion::parse(top.get("cniVersion")?.as_str()?)
 }
 
-/// Parses the configuration for `command` (not VERSION, which reads none).
-pub fn parse(stdin: &[u8], command: Command) -> Result<NetworkConfig, ConfigError> {
-    let mut top: Map<String, Value> =
-        serde_json::from_slice(stdin).map_err(ConfigError::NotJson)?;
+/// The configuration as a JSON object, and its `cniVersion` checked for
+/// `command` before anything else of it is trusted.
+pub(crate) fn object_and_version(
+    stdin: &[u8],
+    command: Command,
+) -> Result<(Map<String, Value>, CniVersion), ConfigError> {
+    let top: Map<String, Value> = serde_json::from_slice(stdin).map_err(ConfigError::NotJson)?;
     let version_text = top
         .get("cniVersion")
         .and_then(Value::as_str)
@@ -148,6 +163,12 @@ pub fn parse(stdin: &[u8], command: Command) -> Result<NetworkConfig, ConfigErro
             version: cni_version,
         });
     }
+    Ok((top, cni_version))
+}
+
+/// Parses the configuration for `command` (not VERSION, which reads none).
+pub fn parse(stdin: &[u8], command: Command) -> Result<NetworkConfig, ConfigError> {
+    let (mut top, cni_version) = object_and_version(stdin, command)?;
     let raw_ipam: RawIpam = field(&mut top, "ipam")?.ok_or(ConfigError::NoIpam)?;
     let ipam = ipam_config(raw_ipam)?;
     let prev_result_ips = match command {
@@ -186,7 +207,7 @@ pub fn parse(stdin: &[u8], command: Command) -> Result<NetworkConfig, ConfigErro
 }
 
 /// Decodes one top-level field; absent and `null` are `None`.
-fn field<T: for<'de> Deserialize<'de>>(
+pub(crate) fn field<T: for<'de> Deserialize<'de>>(
     top: &mut Map<String, Value>,
     name: &'static str,
 ) -> Result<Option<T>, ConfigError> {
@@ -203,7 +224,7 @@ fn field<T: for<'de> Deserialize<'de>>(
     }
 }
 
-fn ipam_config(raw: RawIpam) -> Result<IpamConfig, ConfigError> {
+pub(crate) fn ipam_config(raw: RawIpam) -> Result<IpamConfig, ConfigError> {
     let socket = raw.socket.unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
     if !socket.is_absolute() {
         return Err(ConfigError::RelativeSocket(socket));

@@ -13,6 +13,9 @@
 //!   [`protocol::ask`] and the helpers the agent's server side uses.
 //! - [`plugin`]: the pure decisions between them: which request a command
 //!   makes and what the agent's answer prints.
+//! - [`datapath_step`]: `ipam-cni` chained after the main plugin: the
+//!   configuration without an `ipam` section, and the `attach`/`detach`
+//!   requests that put the agent's datapath on the pod's host-side veth.
 //! - [`names`]: container ids and interface names checked as the spec says.
 //! - [`version`]: the CNI versions this plugin speaks.
 //!
@@ -20,6 +23,7 @@
 //! crate README says why.
 
 pub mod config;
+pub mod datapath_step;
 pub mod env;
 pub mod names;
 pub mod plugin;

@@ -429,7 +429,7 @@ where
 }
 
 /// The ifindex of `name` in the caller's network namespace.
-fn interface_index(name: &str) -> Result<u32, DatapathError> {
+pub fn interface_index(name: &str) -> Result<u32, DatapathError> {
     let interface_error = |e: rustix::io::Errno| DatapathError::Interface {
         name: name.to_string(),
         source: e.into(),

@@ -13,6 +13,8 @@
 //! - [`Datapath::set_endpoint`], [`Datapath::remove_endpoint`] and
 //!   [`Datapath::sync_host_addresses`] keep the endpoint map in step;
 //!   [`Datapath::counters`] reads the per-CPU counters summed.
+//! - [`endpoint_key`] and [`key_address`] convert between addresses and
+//!   map keys; [`interface_index`] finds an interface's ifindex.
 //! - [`Datapath::test_run`] runs the program on a crafted frame with
 //!   `BPF_PROG_TEST_RUN`.
 //!
@@ -28,12 +30,13 @@ mod layout;
 mod pins;
 mod pod;
 
-pub use address::endpoint_key;
+pub use address::{endpoint_key, key_address};
 pub use agent_ebpf_common::{
-    DropReason, EndpointCounters, EndpointInfo, EndpointKey, MapLayout, Verdict,
+    DropReason, EndpointCounters, EndpointInfo, EndpointKey, MapLayout, Verdict, COUNTERS_MAP,
+    ENDPOINTS_MAP,
 };
 pub use bpffs::{ensure_bpffs, is_bpffs, Bpffs, DEFAULT_BPFFS};
-pub use datapath::{Attached, Datapath, LoadReport, TestRunOutcome, PROGRAM};
+pub use datapath::{interface_index, Attached, Datapath, LoadReport, TestRunOutcome, PROGRAM};
 pub use error::DatapathError;
 pub use host_addresses::{plan_host_sync, HostSync};
 pub use layout::{check_pin, MapOutcome, PinCheck};

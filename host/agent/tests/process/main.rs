@@ -1,10 +1,11 @@
 //! The `ipam-agent` binary as a process, against the fake API server and
 //! metadata-service stubs on 127.0.0.1; the CNI chain and crash tests run
 //! it inside network namespaces they make (as root, failing loudly
-//! otherwise).
+//! otherwise); the datapath tests also load the eBPF object.
 
 mod cni_chain;
 mod crash;
+mod datapath;
 mod handshake;
 mod node_ns;
 mod registration;

@@ -1,9 +1,12 @@
 //! `ipam-cni`: the CNI IPAM plugin. Reads the CNI_* environment and the
 //! network configuration, asks the node agent over its unix socket, and
 //! prints the CNI result (ADD), VERSION's answer, nothing (DEL, CHECK, GC,
-//! STATUS) or a CNI error JSON with exit code 1. See the crate README.
+//! STATUS) or a CNI error JSON with exit code 1. Without an `ipam` section
+//! it is the chained datapath step (`ipam_cni::datapath_step`). See the
+//! crate README.
 
 use ipam_cni::config::{self, peek_version};
+use ipam_cni::datapath_step::{self, role, Role};
 use ipam_cni::env::Invocation;
 use ipam_cni::plugin::{answer, request_for};
 use ipam_cni::protocol::ask;
@@ -47,6 +50,9 @@ fn run(stdin: &[u8]) -> Result<Option<Vec<u8>>, CniError> {
     if let Invocation::Version = invocation {
         return Ok(Some(to_json(&VersionResult::this_plugin())));
     }
+    if role(stdin) == Role::Datapath {
+        return run_datapath_step(stdin, &invocation);
+    }
     let config = config::parse(stdin, invocation.command()).map_err(|e| e.cni_error())?;
     let Some(request) = request_for(&invocation, &config) else {
         return Ok(None);
@@ -54,6 +60,17 @@ fn run(stdin: &[u8]) -> Result<Option<Vec<u8>>, CniError> {
     let response = ask(&config.ipam.socket, &request, config.ipam.timeout)
         .map_err(|e| e.cni_error(&request))?;
     Ok(answer(&request, &config, response)?.map(|result| to_json(&result)))
+}
+
+/// The chained datapath step (no `ipam` section): see the crate README.
+fn run_datapath_step(stdin: &[u8], invocation: &Invocation) -> Result<Option<Vec<u8>>, CniError> {
+    let config = datapath_step::parse(stdin, invocation.command()).map_err(|e| e.cni_error())?;
+    let Some(request) = datapath_step::request_for(invocation, &config) else {
+        return Ok(None);
+    };
+    let response = ask(&config.agent.socket, &request, config.agent.timeout)
+        .map_err(|e| e.cni_error(&request))?;
+    Ok(datapath_step::answer(&request, &config, response)?.map(|result| to_json(&result)))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Vec<u8> {

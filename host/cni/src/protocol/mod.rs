@@ -7,7 +7,7 @@
 //! most [`MAX_MESSAGE_BYTES`].
 //!
 //! Both enums are internally tagged: a request names its operation in `"op"`
-//! (`add`, `del`, `check`, `gc`, `status`), a response its outcome in
+//! (`add`, `del`, `check`, `gc`, `status`, `attach`, `detach`), a response its outcome in
 //! `"outcome"` (`allocated`, `done`, `failed`), beside the variant's fields:
 //!
 //! ```json
@@ -25,6 +25,13 @@
 //!   `failed` with code 3 when it has none.
 //! - GC: `done` after releasing every attachment not in `valid`.
 //! - STATUS: `done` when it can serve ADDs, else `failed` (code 50 or 51).
+//! - `attach` (the chained datapath step's ADD, after the main plugin made
+//!   the pod's host-side veth): `done` once the datapath program runs on
+//!   `host_ifname` and holds the attachment to `address`; `failed` when the
+//!   address is not the attachment's. An agent without a datapath answers
+//!   `done` at once.
+//! - `detach` (the datapath step's DEL): `done`, also when nothing is
+//!   attached (idempotent).
 
 mod client;
 
@@ -96,6 +103,16 @@ pub enum AgentRequest {
         valid: Vec<Attachment>,
     },
     Status,
+    Attach {
+        attachment: Attachment,
+        /// The pod's host-side interface, made by the main plugin.
+        host_ifname: IfName,
+        /// The pod's address, as the main plugin configured it.
+        address: IpAddr,
+    },
+    Detach {
+        attachment: Attachment,
+    },
 }
 
 /// What the agent answers.
@@ -210,6 +227,21 @@ mod tests {
                                              {"container_id": "c2", "ifname": "net1"}]}),
             ),
             (AgentRequest::Status, json!({"op": "status"})),
+            (
+                AgentRequest::Attach {
+                    attachment: attachment("c1", "eth0"),
+                    host_ifname: IfName::try_from("veth1234".to_owned()).unwrap(),
+                    address: "10.0.1.5".parse().unwrap(),
+                },
+                json!({"op": "attach", "attachment": {"container_id": "c1", "ifname": "eth0"},
+                       "host_ifname": "veth1234", "address": "10.0.1.5"}),
+            ),
+            (
+                AgentRequest::Detach {
+                    attachment: attachment("c1", "eth0"),
+                },
+                json!({"op": "detach", "attachment": {"container_id": "c1", "ifname": "eth0"}}),
+            ),
         ];
         for (request, want) in table {
             let bytes = encode_request(&request);
@@ -258,7 +290,7 @@ mod tests {
 
     #[test]
     fn bad_messages_are_refused() {
-        let bad_requests: [&[u8]; 7] = [
+        let bad_requests: [&[u8]; 9] = [
             b"",
             b"not json",
             br#"{"op":"frob"}"#,
@@ -266,6 +298,8 @@ mod tests {
             br#"{"op":"del","attachment":{"container_id":"-x","ifname":"eth0"}}"#,
             br#"{"op":"del","attachment":{"container_id":"c1","ifname":"much-too-long-name"}}"#,
             br#"{"op":"add","attachment":{"container_id":"c1","ifname":"eth0"}}"#,
+            br#"{"op":"attach","attachment":{"container_id":"c1","ifname":"eth0"},"host_ifname":"veth1","address":"10.0.1.5/24"}"#,
+            br#"{"op":"attach","attachment":{"container_id":"c1","ifname":"eth0"},"host_ifname":"a/b","address":"10.0.1.5"}"#,
         ];
         for bytes in bad_requests {
             assert!(

@@ -31,18 +31,16 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    // The agent's default status interval, as deployed.
-    let mut extra = vec!["--status-interval-ms=250".to_string()];
-    extra.extend(
-        std::env::var("IPAM_BENCH_AGENT_FLAGS")
-            .map(|flags| {
-                flags
-                    .split_whitespace()
-                    .map(String::from)
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default(),
-    );
+    let mut extra: Vec<String> = std::env::var("IPAM_BENCH_AGENT_FLAGS")
+        .map(|flags| flags.split_whitespace().map(String::from).collect())
+        .unwrap_or_default();
+    // The agent's default status interval, as deployed, unless asked.
+    if !extra
+        .iter()
+        .any(|flag| flag.starts_with("--status-interval-ms"))
+    {
+        extra.push("--status-interval-ms=250".into());
+    }
     runtime.block_on(async {
         // 10.0.1.10 onwards: 1,000 addresses need more than a /24.
         let node = node_ns::NodeNs::new_with_pool(

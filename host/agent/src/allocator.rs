@@ -45,8 +45,10 @@ pub enum AllocatorError {
     },
     #[error("saving the allocations: {0}")]
     State(#[from] StateFileError),
-    #[error("routes of {ip}: {message}")]
-    Routes { ip: IpAddr, message: String },
+    /// `doing`: which change of the routes failed (an address's, or a
+    /// reconcile's).
+    #[error("routes, {doing}: {message}")]
+    Routes { doing: String, message: String },
     #[error("{container_id}/{ifname} holds {held:?}, not {asked}")]
     NotItsAddress {
         container_id: String,
@@ -175,8 +177,8 @@ impl Allocator {
             .reconcile(&wanted)
             .await
             .map_err(|e| AllocatorError::Routes {
-                ip: IpAddr::from([0, 0, 0, 0]),
-                message: format!("restoring: {e}"),
+                doing: "restoring".into(),
+                message: e.to_string(),
             })?;
         if let Some(datapath) = &self.datapath {
             let held: Vec<(IpAddr, Option<&str>, u32)> = inner
@@ -254,7 +256,7 @@ impl Allocator {
                     .install(&route)
                     .await
                     .map_err(|e| AllocatorError::Routes {
-                        ip,
+                        doing: format!("installing those of {ip}"),
                         message: e.to_string(),
                     })?;
             }
@@ -320,9 +322,7 @@ impl Allocator {
             .reconcile(&wanted)
             .await
             .map_err(|e| AllocatorError::Routes {
-                ip: removed
-                    .first()
-                    .map_or(IpAddr::from([0, 0, 0, 0]), |(ip, _)| *ip),
+                doing: format!("reconciling after freeing {} address(es)", removed.len()),
                 message: e.to_string(),
             })
     }
@@ -457,11 +457,6 @@ impl Allocator {
                 };
             }
         }
-    }
-
-    /// The allocations now (for tests and the restore log).
-    pub async fn allocations(&self) -> Allocations {
-        self.inner.lock().await.allocations.clone()
     }
 }
 

@@ -16,9 +16,7 @@ use http::{Method, Response, StatusCode};
 use http_body_util::Full;
 use ipam_cloud::credentials::CredentialSource;
 use ipam_cloud::CloudApi;
-use ipam_clouds::aws::credentials::{
-    AwsCredentialConfig, RefreshingCredentials, ACCESS_KEY_ID, SESSION_TOKEN,
-};
+use ipam_clouds::aws::credentials::{AwsCredentialConfig, ACCESS_KEY_ID, SESSION_TOKEN};
 use tokio::sync::mpsc;
 
 type Handler =
@@ -168,7 +166,7 @@ async fn web_identity_is_exchanged_with_sts_and_reaches_the_guest() {
     let token = dir.path().join("token");
     std::fs::write(&token, "eyJ.token.sig\n").unwrap();
     let token = token.display().to_string();
-    let source = RefreshingCredentials::start(config(
+    let source = ipam_clouds::aws::credentials::start(config(
         &[
             ("AWS_WEB_IDENTITY_TOKEN_FILE", &token),
             ("AWS_ROLE_ARN", "arn:aws:iam::111122223333:role/ipam"),
@@ -244,7 +242,7 @@ async fn next_asked<T>(asked: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T 
 async fn the_instance_profile_comes_from_imdsv2_and_is_refreshed_before_expiry() {
     let (asked_tx, mut asked) = mpsc::unbounded_channel();
     let (imds, requests) = stub(imds_handler(asked_tx)).await;
-    let source = RefreshingCredentials::start(config(&[], None, &imds))
+    let source = ipam_clouds::aws::credentials::start(config(&[], None, &imds))
         .await
         .expect("IMDS answered");
     assert_eq!(next_asked(&mut asked, "first fetch").await, 0);
@@ -273,7 +271,7 @@ async fn the_instance_profile_comes_from_imdsv2_and_is_refreshed_before_expiry()
 
 #[tokio::test]
 async fn static_keys_from_the_environment_and_a_clear_error_without_any_source() {
-    let source = RefreshingCredentials::start(config(
+    let source = ipam_clouds::aws::credentials::start(config(
         &[
             ("AWS_ACCESS_KEY_ID", "AKIASTATIC"),
             ("AWS_SECRET_ACCESS_KEY", "s"),
@@ -290,7 +288,7 @@ async fn static_keys_from_the_environment_and_a_clear_error_without_any_source()
     );
     assert_eq!(signed_by_aws_guest(source).await, "AKIASTATIC");
     // Nothing configured and no IMDS (a closed port on 127.0.0.1).
-    let error = RefreshingCredentials::start(config(&[], None, "http://127.0.0.1:9"))
+    let error = ipam_clouds::aws::credentials::start(config(&[], None, "http://127.0.0.1:9"))
         .await
         .err()
         .expect("no source")
@@ -321,7 +319,7 @@ async fn eks_pod_identity_credentials_come_from_the_agent_with_the_token() {
     std::fs::write(&token, "pod-identity-token\n").unwrap();
     let token = token.display().to_string();
     let uri = format!("{agent}/v1/credentials");
-    let source = RefreshingCredentials::start(config(
+    let source = ipam_clouds::aws::credentials::start(config(
         &[
             ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
             ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token),
@@ -336,7 +334,7 @@ async fn eks_pod_identity_credentials_come_from_the_agent_with_the_token() {
 
     // A wrong token is refused by the agent, and said so.
     std::fs::write(dir.path().join("eks-pod-identity-token"), "stale").unwrap();
-    let error = RefreshingCredentials::start(config(
+    let error = ipam_clouds::aws::credentials::start(config(
         &[
             ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
             ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token),
@@ -394,7 +392,7 @@ async fn the_pod_identity_token_file_is_read_again_on_each_refresh() {
     let (agent, _) = stub(handler).await;
     let uri = format!("{agent}/v1/credentials");
     let token_file = token_path.display().to_string();
-    let _source = RefreshingCredentials::start(config(
+    let _source = ipam_clouds::aws::credentials::start(config(
         &[
             ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
             ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token_file),

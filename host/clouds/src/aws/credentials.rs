@@ -5,17 +5,18 @@
 //! instance profile through IMDSv2. The host may reach the metadata
 //! address; a guest never can (its egress policy refuses link-local). The
 //! guest receives `access-key-id`, `secret-access-key` and, for temporary
-//! credentials, `session-token`, with their expiry; [`RefreshingCredentials`]
-//! fetches new ones before that.
+//! credentials, `session-token`, with their expiry; [`start`] keeps them
+//! fresh through the shared [`RefreshingSource`].
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Method;
 
-use ipam_cloud::credentials::{CredentialSource, Credentials};
+use ipam_cloud::credentials::Credentials;
+
+use crate::refresh::RefreshingSource;
 use ipam_http_client::request;
 
 use super::imds::Imds;
@@ -25,8 +26,6 @@ pub const SECRET_ACCESS_KEY: &str = "secret-access-key";
 pub const SESSION_TOKEN: &str = "session-token";
 
 /// Refresh this long before expiry (the SDKs use 5 minutes).
-const REFRESH_AHEAD: Duration = Duration::from_secs(300);
-const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AwsCredentialError {
@@ -351,65 +350,21 @@ pub async fn fetch(
     }
 }
 
-/// The chain's credentials, refreshed in the background before they expire;
-/// guests read the latest without waiting.
-pub struct RefreshingCredentials {
-    latest: RwLock<Credentials>,
-}
-
-impl RefreshingCredentials {
-    /// Resolve once (an error here stops the operator from starting without
-    /// credentials), then keep them fresh.
-    pub async fn start(config: AwsCredentialConfig) -> Result<Arc<Self>, AwsCredentialError> {
-        let source = choose(&config);
-        let first = fetch(&source, &config).await?;
-        tracing::info!(source = ?source_kind(&source), expires_at = ?first.expires_at, "AWS credentials resolved");
-        let this = Arc::new(Self {
-            latest: RwLock::new(first),
-        });
-        let weak = Arc::downgrade(&this);
-        tokio::spawn(async move {
-            loop {
-                let Some(this) = weak.upgrade() else { return };
-                let Some(expires_at) = this.read().expires_at else {
-                    return;
-                };
-                drop(this);
-                let now = wall_clock_unix();
-                let wait = Duration::from_secs(expires_at.saturating_sub(now))
-                    .saturating_sub(REFRESH_AHEAD);
-                tokio::time::sleep(wait).await;
-                let Some(this) = weak.upgrade() else { return };
-                match fetch(&source, &config).await {
-                    Ok(fresh) => {
-                        tracing::info!(expires_at = ?fresh.expires_at, "AWS credentials refreshed");
-                        *this.latest.write().unwrap_or_else(|p| p.into_inner()) = fresh;
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "refreshing AWS credentials failed; retrying");
-                        drop(this);
-                        tokio::time::sleep(RETRY_AFTER_FAILURE).await;
-                    }
-                }
-            }
-        });
-        Ok(this)
-    }
-
-    fn read(&self) -> Credentials {
-        self.latest
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-}
-
-/// Unix seconds by the wall clock: credential expiry is the issuer's wall
-/// time, whatever clock the rest of the process follows.
-fn wall_clock_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+/// Resolve once (an error here stops the operator from starting without
+/// credentials), then keep them fresh ([`RefreshingSource`]: a new set 5
+/// minutes before each expires).
+pub async fn start(
+    config: AwsCredentialConfig,
+) -> Result<Arc<RefreshingSource>, AwsCredentialError> {
+    let source = choose(&config);
+    tracing::info!(source = source_kind(&source), "resolving AWS credentials");
+    let config = Arc::new(config);
+    RefreshingSource::start("aws", move || {
+        let source = source.clone();
+        let config = config.clone();
+        async move { fetch(&source, &config).await }
+    })
+    .await
 }
 
 fn source_kind(source: &AwsSource) -> &'static str {
@@ -418,12 +373,6 @@ fn source_kind(source: &AwsSource) -> &'static str {
         AwsSource::WebIdentity { .. } => "web-identity",
         AwsSource::Container { .. } => "container",
         AwsSource::InstanceProfile => "instance-profile",
-    }
-}
-
-impl CredentialSource for RefreshingCredentials {
-    fn current(&self) -> Result<Credentials, String> {
-        Ok(self.read())
     }
 }
 

@@ -12,7 +12,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use ipam_cloud::rate::BucketConfig;
 use ipam_cloud::CloudApi;
-use ipam_clouds::aws::credentials::{AwsCredentialConfig, RefreshingCredentials};
+use ipam_clouds::aws::credentials::AwsCredentialConfig;
 use ipam_clouds::azure::credentials::AzureCredentialConfig;
 use ipam_clouds::Cloud;
 use ipam_engine::{LimitedCloud, LoopSettings, MaintenanceSettings, Metrics};
@@ -314,7 +314,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         CredentialsSource::File => {}
         CredentialsSource::Aws => {
             provider_config.credentials =
-                RefreshingCredentials::start(AwsCredentialConfig::from_env())
+                ipam_clouds::aws::credentials::start(AwsCredentialConfig::from_env())
                     .await
                     .context("resolving AWS credentials")?;
         }

@@ -2,8 +2,9 @@
 //! loader (`ipam-datapath`) share, `no_std` so both can build it:
 //!
 //! - [`maps`]: the map names, sizes and layout version, and their
-//!   `#[repr(C)]` keys and values ([`EndpointKey`], [`EndpointInfo`],
-//!   [`EndpointCounters`]), so both sides agree byte for byte.
+//!   `#[repr(C)]` keys and values ([`EndpointKey`], [`EndpointEntry`] with
+//!   its [`EndpointInfo`], [`EndpointCounters`]), so both sides agree byte
+//!   for byte.
 //! - [`packet`]: parsing Ethernet, ARP, IPv4 and IPv6 (and spotting
 //!   neighbour and multicast listener discovery) through [`PacketBytes`],
 //!   which the eBPF program backs with bounds-checked direct packet access
@@ -22,8 +23,8 @@ pub mod packet;
 pub mod verdict;
 
 pub use maps::{
-    DropReason, EndpointCounters, EndpointInfo, EndpointKey, MapLayout, COUNTERS_MAP,
-    ENDPOINTS_MAP, LAYOUT_VERSION,
+    DropReason, EndpointCounters, EndpointEntry, EndpointInfo, EndpointKey, MapLayout,
+    COUNTERS_MAP, ENDPOINTS_MAP, LAYOUT_VERSION,
 };
 pub use packet::{PacketBytes, ParseError, Parsed};
 pub use verdict::{verdict, Verdict};

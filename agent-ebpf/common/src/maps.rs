@@ -4,24 +4,26 @@
 
 /// The layout generation of the maps below. The loader pins maps under a
 /// folder named after it; bump it whenever a key, value or size changes.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// The endpoint map's name in the object and its pin: [`EndpointKey`] to
-/// [`EndpointInfo`], a `BPF_MAP_TYPE_HASH`.
+/// [`EndpointEntry`], a `BPF_MAP_TYPE_PERCPU_HASH`. Per CPU so that the one
+/// lookup a passed packet costs also finds where to count it: every CPU's
+/// copy holds the same [`EndpointInfo`] and that CPU's own traffic.
 pub const ENDPOINTS_MAP: &str = "ENDPOINTS";
 /// Endpoint entries per node: pods' and the host's addresses, both families.
 pub const ENDPOINTS_MAX_ENTRIES: u32 = 4096;
 
 /// The counter map's name in the object and its pin: the ifindex of a pod's
 /// host-side veth (`u32`) to [`EndpointCounters`], a
-/// `BPF_MAP_TYPE_PERCPU_HASH`. Keyed by interface, not address: a packet
-/// with a spoofed or unparsable source still belongs to the pod that sent it.
+/// `BPF_MAP_TYPE_PERCPU_HASH`: what is not counted in an endpoint entry,
+/// that is drops and passed frames other than IP (ARP, neighbour
+/// discovery). Keyed by interface, not address: a packet with a spoofed or
+/// unparsable source still belongs to the pod that sent it.
 pub const COUNTERS_MAP: &str = "EP_COUNTERS";
 /// Counter entries per node: one per pod interface.
 pub const COUNTERS_MAX_ENTRIES: u32 = 1024;
 
-/// `BPF_MAP_TYPE_HASH`, from the kernel's uapi.
-pub const BPF_MAP_TYPE_HASH: u32 = 1;
 /// `BPF_MAP_TYPE_PERCPU_HASH`, from the kernel's uapi.
 pub const BPF_MAP_TYPE_PERCPU_HASH: u32 = 5;
 
@@ -37,9 +39,9 @@ pub struct MapLayout {
 impl MapLayout {
     /// The endpoint map as this program defines it.
     pub const ENDPOINTS: Self = Self {
-        map_type: BPF_MAP_TYPE_HASH,
+        map_type: BPF_MAP_TYPE_PERCPU_HASH,
         key_size: core::mem::size_of::<EndpointKey>() as u32,
-        value_size: core::mem::size_of::<EndpointInfo>() as u32,
+        value_size: core::mem::size_of::<EndpointEntry>() as u32,
         max_entries: ENDPOINTS_MAX_ENTRIES,
     };
 
@@ -57,47 +59,79 @@ pub const FAMILY_IPV4: u8 = 4;
 /// Address family tag of an [`EndpointKey`].
 pub const FAMILY_IPV6: u8 = 6;
 
-/// An endpoint map key: an address and its family. An IPv4 address takes
-/// the first four bytes of `address`, the rest zero.
+/// An endpoint map key: an address and its family. In memory, 16 address
+/// bytes in network order (an IPv4 address in the first four, the rest
+/// zero), the family tag, then three zero bytes.
+///
+/// Held as five words rather than as byte arrays: the eBPF build turns the
+/// zeroing of byte arrays into calls to a byte-at-a-time `memset`, which
+/// cost more than the map lookup itself; whole words are plain stores. The
+/// bytes, and so the map's layout, are the same either way.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EndpointKey {
-    address: [u8; 16],
-    family: u8,
-    reserved: [u8; 3],
+    /// The address bytes, four to a word in memory order.
+    address: [u32; 4],
+    /// The family tag in the first byte, zeros in the other three.
+    family: u32,
 }
 
 impl EndpointKey {
+    #[inline(always)]
     pub const fn ipv4(address: [u8; 4]) -> Self {
-        let mut bytes = [0; 16];
-        bytes[0] = address[0];
-        bytes[1] = address[1];
-        bytes[2] = address[2];
-        bytes[3] = address[3];
         Self {
-            address: bytes,
-            family: FAMILY_IPV4,
-            reserved: [0; 3],
+            address: [u32::from_ne_bytes(address), 0, 0, 0],
+            family: family_word(FAMILY_IPV4),
         }
     }
 
+    #[inline(always)]
     pub const fn ipv6(address: [u8; 16]) -> Self {
+        let a = address;
         Self {
-            address,
-            family: FAMILY_IPV6,
-            reserved: [0; 3],
+            address: [
+                u32::from_ne_bytes([a[0], a[1], a[2], a[3]]),
+                u32::from_ne_bytes([a[4], a[5], a[6], a[7]]),
+                u32::from_ne_bytes([a[8], a[9], a[10], a[11]]),
+                u32::from_ne_bytes([a[12], a[13], a[14], a[15]]),
+            ],
+            family: family_word(FAMILY_IPV6),
         }
     }
 
     /// [`FAMILY_IPV4`] or [`FAMILY_IPV6`] for keys made here; anything else
     /// for bytes read back from a map someone else wrote.
     pub const fn family(&self) -> u8 {
-        self.family
+        self.family.to_ne_bytes()[0]
     }
 
-    pub const fn address(&self) -> &[u8; 16] {
-        &self.address
+    /// The 16 address bytes in network order.
+    pub fn address(&self) -> [u8; 16] {
+        let mut bytes = [0; 16];
+        for (chunk, word) in bytes.chunks_exact_mut(4).zip(self.address) {
+            chunk.copy_from_slice(&word.to_ne_bytes());
+        }
+        bytes
     }
+}
+
+/// Keys sort by their address bytes, then family, as the bytes read (not
+/// by the words' native values).
+impl Ord for EndpointKey {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        (self.address(), self.family()).cmp(&(other.address(), other.family()))
+    }
+}
+
+impl PartialOrd for EndpointKey {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The family tag as the key's last word holds it: the tag's byte first.
+const fn family_word(family: u8) -> u32 {
+    u32::from_ne_bytes([family, 0, 0, 0])
 }
 
 /// [`EndpointInfo::flags`]: the address is the host's own (Cilium's
@@ -142,6 +176,50 @@ impl EndpointInfo {
     }
 }
 
+/// One CPU's endpoint map value: the endpoint (the same on every CPU) and
+/// the IP packets this CPU passed from its address.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct EndpointEntry {
+    pub info: EndpointInfo,
+    /// Zero: puts the counters on their 8-byte alignment without padding
+    /// the compiler would leave undefined.
+    pub reserved: u32,
+    /// Packets passed.
+    pub packets: u64,
+    /// Bytes passed (whole frames, Ethernet header included).
+    pub bytes: u64,
+}
+
+impl EndpointEntry {
+    /// A fresh entry: `info`, nothing counted yet.
+    pub const fn new(info: EndpointInfo) -> Self {
+        Self {
+            info,
+            reserved: 0,
+            packets: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Counts one passed packet of `length` bytes.
+    #[inline(always)]
+    pub fn record_pass(&mut self, length: u32) {
+        self.packets = self.packets.wrapping_add(1);
+        self.bytes = self.bytes.wrapping_add(u64::from(length));
+    }
+
+    /// This CPU's traffic as counters (no drops: those are the
+    /// interface's).
+    pub const fn traffic(&self) -> EndpointCounters {
+        EndpointCounters {
+            packets: self.packets,
+            bytes: self.bytes,
+            drops: [0; DropReason::COUNT],
+        }
+    }
+}
+
 /// Why a packet from a pod was dropped; the index into
 /// [`EndpointCounters::drops`].
 #[repr(u32)]
@@ -183,7 +261,9 @@ impl DropReason {
     }
 }
 
-/// One CPU's counters for one pod interface (the loader sums the CPUs').
+/// Counters of one pod interface: in the counter map one CPU's (the loader
+/// sums the CPUs', and adds the traffic of the interface's endpoint
+/// entries).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct EndpointCounters {
@@ -239,7 +319,7 @@ mod tests {
     #[test]
     fn layouts_have_no_hidden_padding() {
         assert_eq!(MapLayout::ENDPOINTS.key_size, 20);
-        assert_eq!(MapLayout::ENDPOINTS.value_size, 12);
+        assert_eq!(MapLayout::ENDPOINTS.value_size, 12 + 4 + 8 + 8);
         assert_eq!(MapLayout::COUNTERS.value_size, 8 * (2 + 5));
     }
 
@@ -249,7 +329,42 @@ mod tests {
         assert_eq!(key.family(), FAMILY_IPV4);
         assert_eq!(key.address()[..4], [10, 0, 0, 7]);
         assert_eq!(key.address()[4..], [0; 12]);
-        assert_ne!(key, EndpointKey::ipv6(*key.address()));
+        assert_ne!(key, EndpointKey::ipv6(key.address()));
+    }
+
+    #[test]
+    fn keys_have_the_byte_layout_the_map_holds() {
+        let key = EndpointKey::ipv6([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7]);
+        assert_eq!(key.address()[0], 0xfd);
+        assert_eq!(key.family(), FAMILY_IPV6);
+        // SAFETY: EndpointKey is #[repr(C)] of five u32 words, 20 bytes
+        // with no padding; reading them as bytes is reading initialised
+        // memory.
+        let bytes: [u8; 20] = unsafe { core::mem::transmute(key) };
+        let mut want = [0u8; 20];
+        want[0] = 0xfd;
+        want[15] = 7;
+        want[16] = FAMILY_IPV6;
+        assert_eq!(bytes, want);
+    }
+
+    #[test]
+    fn keys_sort_by_their_bytes() {
+        let low = EndpointKey::ipv4([10, 0, 0, 7]);
+        let high = EndpointKey::ipv4([10, 0, 1, 1]);
+        assert!(low < high);
+        assert!(EndpointKey::ipv4([9, 255, 255, 255]) < low);
+    }
+
+    #[test]
+    fn endpoint_entries_count_passed_traffic() {
+        let mut entry = EndpointEntry::new(EndpointInfo::pod(7, 1));
+        entry.record_pass(60);
+        entry.record_pass(100);
+        assert_eq!(entry.info, EndpointInfo::pod(7, 1));
+        let traffic = entry.traffic();
+        assert_eq!((traffic.packets, traffic.bytes), (2, 160));
+        assert_eq!(traffic.drops, [0; DropReason::COUNT]);
     }
 
     #[test]

@@ -12,20 +12,22 @@
 
 use agent_ebpf_common::maps::{COUNTERS_MAX_ENTRIES, ENDPOINTS_MAX_ENTRIES};
 use agent_ebpf_common::{
-    verdict, EndpointCounters, EndpointInfo, EndpointKey, PacketBytes, Verdict,
+    verdict, EndpointCounters, EndpointEntry, EndpointKey, PacketBytes, Verdict,
 };
 use aya_ebpf::bindings::BPF_NOEXIST;
 use aya_ebpf::macros::{classifier, map};
-use aya_ebpf::maps::{HashMap, PerCpuHashMap};
+use aya_ebpf::maps::PerCpuHashMap;
 use aya_ebpf::programs::TcContext;
 
-/// Source address to the endpoint it belongs to; written by the agent.
+/// Source address to the endpoint it belongs to (written by the agent),
+/// with each CPU's count of what passed from it: a passed packet costs this
+/// one lookup.
 #[map(name = "ENDPOINTS")]
-static ENDPOINTS: HashMap<EndpointKey, EndpointInfo> =
-    HashMap::with_max_entries(ENDPOINTS_MAX_ENTRIES, 0);
+static ENDPOINTS: PerCpuHashMap<EndpointKey, EndpointEntry> =
+    PerCpuHashMap::with_max_entries(ENDPOINTS_MAX_ENTRIES, 0);
 
-/// Per pod interface (ifindex) and CPU: packets and bytes passed, drops by
-/// reason.
+/// Per pod interface (ifindex) and CPU: drops by reason, and what passed
+/// without an endpoint entry (ARP, neighbour discovery).
 #[map(name = "EP_COUNTERS")]
 static EP_COUNTERS: PerCpuHashMap<u32, EndpointCounters> =
     PerCpuHashMap::with_max_entries(COUNTERS_MAX_ENTRIES, 0);
@@ -61,35 +63,54 @@ pub fn from_endpoint(ctx: TcContext) -> i32 {
     // SAFETY: `ctx.skb.skb` is the kernel's context pointer for this run,
     // valid for the whole program; `ifindex` is a readable __sk_buff field.
     let ifindex = unsafe { (*ctx.skb.skb).ifindex };
+    let mut found: *mut EndpointEntry = core::ptr::null_mut();
     let judged = verdict(&Frame(&ctx), ifindex, |key| {
-        // SAFETY: the value is copied out at once; a concurrent update can
-        // at worst make this one packet see the old or the new entry.
-        unsafe { ENDPOINTS.get(key) }.copied()
+        let entry = ENDPOINTS.get_ptr_mut(key)?;
+        found = entry;
+        // SAFETY: the lookup's pointer to this CPU's value of a live entry;
+        // the endpoint is copied out at once, and a concurrent update by the
+        // agent can at worst make this one packet see the old or the new one.
+        Some(unsafe { (*entry).info })
     });
-    count(ifindex, judged, ctx.len());
+    if judged == Verdict::Pass && !found.is_null() {
+        // SAFETY: as above; tc programs do not migrate between CPUs while
+        // they run, so nothing else writes this CPU's value now. (An entry
+        // the agent deletes meanwhile may be reused for another address
+        // before this count lands: one packet counted to the wrong
+        // endpoint, the price of not taking a lock per packet.)
+        unsafe { (*found).record_pass(ctx.len()) };
+    } else {
+        count(ifindex, judged, ctx.len());
+    }
     judged.tc_action()
 }
 
+/// A new interface entry's first value. Inserted from this static rather
+/// than built on the stack: zeroing a stack value compiles to a byte loop
+/// with variable stack offsets, which the verifier refuses to a loader
+/// without CAP_PERFMON.
+static FRESH_COUNTERS: EndpointCounters = EndpointCounters::ZERO;
+
+/// Counts a packet that has no endpoint entry to count it: a drop, or a
+/// non-IP frame passed.
 #[inline(always)]
 fn count(ifindex: u32, judged: Verdict, length: u32) {
-    if let Some(counters) = EP_COUNTERS.get_ptr_mut(ifindex) {
-        // SAFETY: the pointer is this CPU's slot of a live entry, and tc
-        // programs do not migrate between CPUs while they run.
-        unsafe { (*counters).record(judged, length) };
-        return;
-    }
-    let mut first = EndpointCounters::ZERO;
-    first.record(judged, length);
-    if EP_COUNTERS
-        .insert(ifindex, first, u64::from(BPF_NOEXIST))
-        .is_err()
-    {
-        // Another CPU made the entry in between: count in our slot of it.
-        if let Some(counters) = EP_COUNTERS.get_ptr_mut(ifindex) {
-            // SAFETY: as above.
-            unsafe { (*counters).record(judged, length) };
+    let counters = match EP_COUNTERS.get_ptr_mut(ifindex) {
+        Some(counters) => counters,
+        None => {
+            // Fails if another CPU made the entry in between (then the
+            // lookup finds theirs) or if the map is full (then this packet
+            // goes uncounted).
+            let _ = EP_COUNTERS.insert(ifindex, &FRESH_COUNTERS, u64::from(BPF_NOEXIST));
+            match EP_COUNTERS.get_ptr_mut(ifindex) {
+                Some(counters) => counters,
+                None => return,
+            }
         }
-    }
+    };
+    // SAFETY: the pointer is this CPU's slot of a live entry, and tc
+    // programs do not migrate between CPUs while they run.
+    unsafe { (*counters).record(judged, length) };
 }
 
 #[cfg(not(test))]

@@ -154,6 +154,8 @@ impl NodeDatapath {
     /// swap in a pinned link is atomic: no packet goes unchecked), which
     /// also restores the endpoints of a re-created map; and gives this
     /// run's program to the links of kept entries without a known veth.
+    /// Last, removes the pins another map layout version left (an older
+    /// build's maps and links).
     pub fn restore(&self, held: &[(IpAddr, Option<&str>, u32)]) -> Result<(), NodeDatapathError> {
         let entries = self.inner().datapath.endpoints()?;
         let all: BTreeSet<IpAddr> = held.iter().map(|(ip, _, _)| *ip).collect();
@@ -183,6 +185,14 @@ impl NodeDatapath {
             let name = interface_name(*ifindex)?;
             let (_, how) = self.inner().datapath.attach(&name)?;
             tracing::info!(interface = %name, ifindex, ?how, "endpoint's link kept");
+        }
+        // This run's program is on every kept interface now: an older
+        // build's (another map layout, pinned beside ours) can go.
+        for folder in self.inner().datapath.remove_other_versions()? {
+            tracing::info!(
+                folder = %folder.display(),
+                "pins of another map layout removed; its program is detached"
+            );
         }
         Ok(())
     }
@@ -224,7 +234,9 @@ impl NodeDatapath {
         else {
             return Ok(());
         };
-        inner.datapath.remove_endpoint(ip)?;
+        if let Some(traffic) = inner.datapath.remove_endpoint(ip)? {
+            inner.retired.add(&traffic);
+        }
         let shared = entries
             .iter()
             .any(|(k, info)| *k != key && !info.is_host() && info.ifindex == ifindex);

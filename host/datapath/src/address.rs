@@ -17,7 +17,7 @@ pub fn key_address(key: &EndpointKey) -> Option<IpAddr> {
     let bytes = key.address();
     match key.family() {
         FAMILY_IPV4 => Some(IpAddr::from([bytes[0], bytes[1], bytes[2], bytes[3]])),
-        FAMILY_IPV6 => Some(IpAddr::from(*bytes)),
+        FAMILY_IPV6 => Some(IpAddr::from(bytes)),
         _ => None,
     }
 }

@@ -5,10 +5,13 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use agent_ebpf_common::{
-    EndpointCounters, EndpointInfo, EndpointKey, MapLayout, COUNTERS_MAP, ENDPOINTS_MAP,
+    EndpointCounters, EndpointEntry, EndpointInfo, EndpointKey, MapLayout, COUNTERS_MAP,
+    ENDPOINTS_MAP,
 };
-use aya::maps::{HashMap, MapData, MapError, MapInfo, PerCpuHashMap};
+use aya::maps::{MapData, MapError, MapInfo, PerCpuHashMap, PerCpuValues};
 use aya::programs::links::{FdLink, LinkError, PinnedLink};
 use aya::programs::tc::{SchedClassifierLink, TcAttachOptions};
 use aya::programs::{LinkOrder, SchedClassifier, TcAttachType};
@@ -18,7 +21,7 @@ use aya::{Ebpf, EbpfLoader, TestRun, TestRunOptions};
 use crate::address::endpoint_key;
 use crate::host_addresses::{plan_host_sync, HostSync};
 use crate::layout::{check_pin, MapOutcome, PinCheck};
-use crate::pod::{CountersPod, InfoPod, KeyPod};
+use crate::pod::{CountersPod, EntryPod, KeyPod};
 use crate::{DatapathError, PinDir};
 
 /// The tc program's name in the object.
@@ -29,6 +32,9 @@ const MAPS: [(&str, MapLayout); 2] = [
     (ENDPOINTS_MAP, MapLayout::ENDPOINTS),
     (COUNTERS_MAP, MapLayout::COUNTERS),
 ];
+
+/// Where the kernel says which CPUs may exist (aya's CPU count).
+const POSSIBLE_CPUS: &str = "/sys/devices/system/cpu/possible";
 
 /// Where `ifindex` sits in `struct __sk_buff` (uapi, so fixed): the only
 /// context field a test run sets.
@@ -75,8 +81,10 @@ pub struct TestRunOutcome {
 pub struct Datapath {
     ebpf: Ebpf,
     pins: PinDir,
-    endpoints: HashMap<MapData, KeyPod, InfoPod>,
+    endpoints: PerCpuHashMap<MapData, KeyPod, EntryPod>,
     counters: PerCpuHashMap<MapData, u32, CountersPod>,
+    /// The kernel's possible CPUs: how many values a per-CPU write takes.
+    cpus: usize,
 }
 
 impl Datapath {
@@ -138,12 +146,14 @@ impl Datapath {
             .map_err(|e| DatapathError::program(format!("loading {PROGRAM}"), e))?;
         let endpoints = take_map(&mut ebpf, ENDPOINTS_MAP)?;
         let counters = take_map(&mut ebpf, COUNTERS_MAP)?;
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| DatapathError::io(POSSIBLE_CPUS, e))?;
         Ok((
             Self {
                 ebpf,
                 pins,
                 endpoints,
                 counters,
+                cpus,
             },
             report,
         ))
@@ -222,6 +232,13 @@ impl Datapath {
         }
     }
 
+    /// Removes the pins of other map layout versions beside this build's
+    /// ([`PinDir::remove_other_versions`]: call it once this build's
+    /// program is on every pod interface). Returns the folders removed.
+    pub fn remove_other_versions(&self) -> Result<Vec<std::path::PathBuf>, DatapathError> {
+        self.pins.remove_other_versions()
+    }
+
     /// Detaches the program from the interface with this ifindex by
     /// removing its pinned link; false if none was pinned. The kernel
     /// releases the link (and so detaches) from a work queue a moment after;
@@ -235,37 +252,89 @@ impl Datapath {
         }
     }
 
-    /// Writes (or overwrites) the endpoint entry for `address`.
+    /// Writes (or overwrites) the endpoint entry for `address`. An entry
+    /// already there keeps what it counted.
     pub fn set_endpoint(
         &mut self,
         address: IpAddr,
         endpoint: EndpointInfo,
     ) -> Result<(), DatapathError> {
-        self.endpoints
-            .insert(KeyPod(endpoint_key(address)), InfoPod(endpoint), 0)
-            .map_err(|e| DatapathError::map(format!("writing the endpoint {address}"), e))
+        let key = KeyPod(endpoint_key(address));
+        let what = || format!("writing the endpoint {address}");
+        let mut values: Vec<EntryPod> = match self.endpoints.get(&key, 0) {
+            Ok(per_cpu) => per_cpu.iter().copied().collect(),
+            Err(MapError::KeyNotFound) => {
+                vec![EntryPod(EndpointEntry::new(endpoint)); self.cpus]
+            }
+            Err(e) => return Err(DatapathError::map(what(), e)),
+        };
+        for value in &mut values {
+            value.0.info = endpoint;
+        }
+        // Packets counted between the read above and this write are lost:
+        // a window of one syscall, only when an entry is rewritten.
+        self.write_endpoint(key, values, what)
     }
 
-    /// Removes the endpoint entry for `address`; false if there was none.
-    pub fn remove_endpoint(&mut self, address: IpAddr) -> Result<bool, DatapathError> {
-        match self.endpoints.remove(&KeyPod(endpoint_key(address))) {
-            Ok(()) => Ok(true),
-            Err(e) if is_not_found(&e) => Ok(false),
-            Err(e) => Err(DatapathError::map(
-                format!("removing the endpoint {address}"),
-                e,
-            )),
+    /// Writes every CPU's value of an endpoint entry.
+    fn write_endpoint(
+        &mut self,
+        key: KeyPod,
+        values: Vec<EntryPod>,
+        what: impl Fn() -> String,
+    ) -> Result<(), DatapathError> {
+        // Fails only if the kernel's CPU count cannot be read again.
+        let values =
+            PerCpuValues::try_from(values).map_err(|e| DatapathError::io(POSSIBLE_CPUS, e))?;
+        self.endpoints
+            .insert(key, values, 0)
+            .map_err(|e| DatapathError::map(what(), e))
+    }
+
+    /// Removes the endpoint entry for `address`. Returns what it had
+    /// counted, summed over CPUs (so a caller can keep it in its totals), or
+    /// `None` if there was no entry.
+    pub fn remove_endpoint(
+        &mut self,
+        address: IpAddr,
+    ) -> Result<Option<EndpointCounters>, DatapathError> {
+        let key = KeyPod(endpoint_key(address));
+        let what = || format!("removing the endpoint {address}");
+        let traffic = match self.endpoints.get(&key, 0) {
+            Ok(per_cpu) => traffic(per_cpu.iter()),
+            Err(MapError::KeyNotFound) => return Ok(None),
+            Err(e) => return Err(DatapathError::map(what(), e)),
+        };
+        match self.endpoints.remove(&key) {
+            Ok(()) => Ok(Some(traffic)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(DatapathError::map(what(), e)),
         }
     }
 
-    /// Every entry of the endpoint map.
+    /// Every entry of the endpoint map (the endpoint, as every CPU holds
+    /// it).
     pub fn endpoints(&self) -> Result<Vec<(EndpointKey, EndpointInfo)>, DatapathError> {
+        Ok(self
+            .entries()?
+            .into_iter()
+            .map(|(key, info, _)| (key, info))
+            .collect())
+    }
+
+    /// Every entry of the endpoint map with its traffic summed over CPUs.
+    fn entries(&self) -> Result<Vec<(EndpointKey, EndpointInfo, EndpointCounters)>, DatapathError> {
         self.endpoints
             .iter()
             .map(|entry| {
-                entry
-                    .map(|(key, info)| (key.0, info.0))
-                    .map_err(|e| DatapathError::map("reading the endpoint map", e))
+                let (key, per_cpu) =
+                    entry.map_err(|e| DatapathError::map("reading the endpoint map", e))?;
+                let info = per_cpu
+                    .iter()
+                    .next()
+                    .map(|first| first.0.info)
+                    .unwrap_or_default();
+                Ok((key.0, info, traffic(per_cpu.iter())))
             })
             .collect()
     }
@@ -280,9 +349,8 @@ impl Datapath {
     ) -> Result<HostSync, DatapathError> {
         let plan = plan_host_sync(&self.endpoints()?, host_addresses);
         for key in &plan.add {
-            self.endpoints
-                .insert(KeyPod(*key), InfoPod(EndpointInfo::host()), 0)
-                .map_err(|e| DatapathError::map("writing a host address", e))?;
+            let values = vec![EntryPod(EndpointEntry::new(EndpointInfo::host())); self.cpus];
+            self.write_endpoint(KeyPod(*key), values, || "writing a host address".into())?;
         }
         for key in &plan.remove {
             match self.endpoints.remove(&KeyPod(*key)) {
@@ -294,29 +362,49 @@ impl Datapath {
         Ok(plan)
     }
 
-    /// The counters of the interface with this ifindex, summed over CPUs;
-    /// `None` before its first packet.
+    /// The counters of the interface with this ifindex, summed over CPUs:
+    /// its own (drops, frames other than IP) and the traffic of the
+    /// endpoint entries on it. `None` when it has neither.
     pub fn counters(&self, ifindex: u32) -> Result<Option<EndpointCounters>, DatapathError> {
-        match self.counters.get(&ifindex, 0) {
-            Ok(per_cpu) => Ok(Some(sum(per_cpu.iter()))),
-            Err(MapError::KeyNotFound) => Ok(None),
-            Err(e) => Err(DatapathError::map(
-                format!("reading the counters of ifindex {ifindex}"),
-                e,
-            )),
+        let mut total = match self.counters.get(&ifindex, 0) {
+            Ok(per_cpu) => Some(sum(per_cpu.iter())),
+            Err(MapError::KeyNotFound) => None,
+            Err(e) => {
+                return Err(DatapathError::map(
+                    format!("reading the counters of ifindex {ifindex}"),
+                    e,
+                ))
+            }
+        };
+        for (_, info, traffic) in self.entries()? {
+            if !info.is_host() && info.ifindex == ifindex {
+                total.get_or_insert(EndpointCounters::ZERO).add(&traffic);
+            }
         }
+        Ok(total)
     }
 
-    /// Every interface's counters, summed over CPUs.
+    /// Every interface's counters, summed as [`Datapath::counters`] sums
+    /// them.
     pub fn all_counters(&self) -> Result<Vec<(u32, EndpointCounters)>, DatapathError> {
-        self.counters
-            .iter()
-            .map(|entry| {
-                entry
-                    .map(|(ifindex, per_cpu)| (ifindex, sum(per_cpu.iter())))
-                    .map_err(|e| DatapathError::map("reading the counter map", e))
-            })
-            .collect()
+        let mut by_interface: BTreeMap<u32, EndpointCounters> = BTreeMap::new();
+        for entry in self.counters.iter() {
+            let (ifindex, per_cpu) =
+                entry.map_err(|e| DatapathError::map("reading the counter map", e))?;
+            by_interface
+                .entry(ifindex)
+                .or_insert(EndpointCounters::ZERO)
+                .add(&sum(per_cpu.iter()));
+        }
+        for (_, info, traffic) in self.entries()? {
+            if !info.is_host() {
+                by_interface
+                    .entry(info.ifindex)
+                    .or_insert(EndpointCounters::ZERO)
+                    .add(&traffic);
+            }
+        }
+        Ok(by_interface.into_iter().collect())
     }
 
     /// Drops the counters of an interface that is gone; false if it had none.
@@ -385,6 +473,15 @@ fn is_not_found(error: &MapError) -> bool {
         }
         _ => false,
     }
+}
+
+/// An endpoint entry's traffic, summed over CPUs.
+fn traffic<'a>(per_cpu: impl Iterator<Item = &'a EntryPod>) -> EndpointCounters {
+    let mut total = EndpointCounters::ZERO;
+    for entry in per_cpu {
+        total.add(&entry.0.traffic());
+    }
+    total
 }
 
 fn sum<'a>(per_cpu: impl Iterator<Item = &'a CountersPod>) -> EndpointCounters {

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use aya::programs::{SchedClassifier, TcAttachType};
-use ipam_datapath::{Attached, Datapath, DropReason, EndpointInfo, PinDir};
+use ipam_datapath::{Attached, Datapath, DropReason, EndpointInfo, PinDir, ENDPOINTS_MAP};
 use ipam_netns::{NetLinks, NetNs};
 use support::raw_frame::send_raw_frame;
 use support::*;
@@ -60,10 +60,9 @@ fn send_from_pod(host: &NetNs, pod: &NetNs, source: Ipv4Addr, count: usize) -> u
     received
 }
 
-#[test]
-fn attached_to_a_veth_it_passes_the_pods_own_traffic_and_drops_spoofed() {
-    require_privileges();
-    let bpffs = TestBpffs::mount("attach");
+/// A host and a pod namespace joined by a veth pair: the pod holds POD and
+/// SPOOFED, the host end the gateway. Returns the host end's ifindex.
+fn pod_behind_veth() -> (NetNs, NetNs, u32) {
     let host = NetNs::create_unique("dp-host").expect("host namespace");
     let pod = NetNs::create_unique("dp-pod").expect("pod namespace");
     let ifindex = host
@@ -93,6 +92,14 @@ fn attached_to_a_veth_it_passes_the_pods_own_traffic_and_drops_spoofed() {
         }
     })
     .expect("entering the pod namespace");
+    (host, pod, ifindex)
+}
+
+#[test]
+fn attached_to_a_veth_it_passes_the_pods_own_traffic_and_drops_spoofed() {
+    require_privileges();
+    let bpffs = TestBpffs::mount("attach");
+    let (host, pod, ifindex) = pod_behind_veth();
 
     let pins = PinDir::new(bpffs.path());
     let (first, attached) = host
@@ -193,4 +200,70 @@ fn attached_to_a_veth_it_passes_the_pods_own_traffic_and_drops_spoofed() {
         2,
         "no program, no check"
     );
+}
+
+#[test]
+fn an_older_layouts_pins_go_once_this_builds_program_is_on() {
+    require_privileges();
+    let bpffs = TestBpffs::mount("older-layout");
+    let (host, pod, ifindex) = pod_behind_veth();
+    let pins = PinDir::new(bpffs.path());
+    // What an older layout version leaves: its maps and its program's
+    // pinned link in a folder of its own. Made here by moving this build's
+    // link pin into such a folder.
+    let older = bpffs.path().join("v1");
+    assert_ne!(pins.path(), older.as_path(), "this build is layout 1");
+    host.run(|| {
+        let (mut datapath, _) = Datapath::load(&object(), pins.clone()).expect("loading");
+        datapath
+            .set_endpoint(POD.into(), EndpointInfo::pod(ifindex, 1))
+            .expect("writing the pod's endpoint");
+        datapath.attach(HOST_END).expect("attaching");
+        std::fs::create_dir_all(older.join("links")).expect("the older folder");
+        std::fs::rename(
+            pins.link(ifindex),
+            older.join("links").join(format!("tcx-ingress-{ifindex}")),
+        )
+        .expect("moving the link pin");
+        std::fs::rename(pins.map(ENDPOINTS_MAP), older.join(ENDPOINTS_MAP))
+            .expect("moving the endpoint map pin");
+    })
+    .expect("entering the host namespace");
+    assert_eq!(tcx_programs(&host), 1);
+
+    // This build comes up: a fresh endpoint map, its own link beside the
+    // older one. Both programs pass the pod's own address.
+    let datapath = host
+        .run(|| {
+            let (mut datapath, _) = Datapath::load(&object(), pins.clone()).expect("reloading");
+            datapath
+                .set_endpoint(POD.into(), EndpointInfo::pod(ifindex, 1))
+                .expect("writing the pod's endpoint again");
+            let attached = datapath.attach(HOST_END).expect("attaching again");
+            assert_eq!(attached, (ifindex, Attached::NewLink));
+            datapath
+        })
+        .expect("entering the host namespace");
+    assert_eq!(tcx_programs(&host), 2);
+    assert_eq!(send_from_pod(&host, &pod, POD, 3), 3, "own source, both on");
+
+    let removed = pins.remove_other_versions().expect("removing older pins");
+    assert_eq!(removed, std::slice::from_ref(&older));
+    assert!(!older.exists());
+    assert!(pins.path().exists(), "this build's own pins went too");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while tcx_programs(&host) != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the older program is still attached 5 s after its pins went"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(send_from_pod(&host, &pod, POD, 3), 3, "own source after");
+    assert_eq!(send_from_pod(&host, &pod, SPOOFED, 2), 0, "spoofed after");
+    assert_eq!(
+        pins.remove_other_versions().expect("removing again"),
+        Vec::<std::path::PathBuf>::new()
+    );
+    drop(datapath);
 }

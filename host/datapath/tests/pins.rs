@@ -10,6 +10,9 @@ use aya::maps::{HashMap, MapData, MapInfo};
 use ipam_datapath::{Datapath, EndpointInfo, MapLayout, MapOutcome, PinDir};
 use support::*;
 
+/// `BPF_MAP_TYPE_HASH`, from the kernel's uapi.
+const BPF_MAP_TYPE_HASH: u32 = 1;
+
 fn ip(address: &str) -> IpAddr {
     address.parse().expect("a test address")
 }
@@ -20,7 +23,8 @@ fn a_map_pinned_with_another_value_size_is_detected_and_recreated() {
     let bpffs = TestBpffs::mount("layout");
     let pins = PinDir::new(bpffs.path());
     std::fs::create_dir_all(pins.path()).expect("making the pin folder");
-    // What an older build with a 16-byte endpoint value would have left.
+    // What an older build with a plain hash and a 16-byte endpoint value
+    // would have left.
     let expected = MapLayout::ENDPOINTS;
     let mut older: HashMap<MapData, [u8; 20], [u8; 16]> =
         HashMap::create(expected.max_entries, 0).expect("creating the older map");
@@ -34,6 +38,7 @@ fn a_map_pinned_with_another_value_size_is_detected_and_recreated() {
     let (mut datapath, report) =
         Datapath::load(&object(), pins.clone()).expect("loading over the older pin");
     let found = MapLayout {
+        map_type: BPF_MAP_TYPE_HASH,
         value_size: 16,
         ..expected
     };

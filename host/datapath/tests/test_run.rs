@@ -202,8 +202,11 @@ fn removed_endpoints_and_host_addresses_stop_passing() {
             datapath.test_run(&frame, pod, 1).unwrap().action,
             TC_ACT_UNSPEC
         );
-        assert!(datapath.remove_endpoint(ip("10.0.0.7")).unwrap());
-        assert!(!datapath.remove_endpoint(ip("10.0.0.7")).unwrap());
+        // Removing the entry hands back what it counted.
+        let counted = datapath.remove_endpoint(ip("10.0.0.7")).unwrap();
+        let counted = counted.expect("the endpoint was there");
+        assert_eq!((counted.packets, counted.bytes), (1, frame.len() as u64));
+        assert_eq!(datapath.remove_endpoint(ip("10.0.0.7")).unwrap(), None);
         assert_eq!(
             datapath.test_run(&frame, pod, 1).unwrap().action,
             TC_ACT_SHOT

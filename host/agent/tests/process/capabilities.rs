@@ -7,8 +7,9 @@
 //! no_new_privs. bpffs is mounted by the test beforehand, as the node has
 //! it: the agent could not mount one without CAP_SYS_ADMIN. A pod's attach
 //! through the CNI chain loads, pins and writes what it should, a restart
-//! reuses the pins, DEL detaches; with any one of the three taken away the
-//! agent cannot load the datapath, for the reason that capability answers:
+//! reuses the pins, DEL detaches; without the node's bpffs the agent
+//! cannot mount one; with any one of the three capabilities taken away it
+//! cannot load the datapath, for the reason that capability answers:
 //!
 //! - BPF: creating the maps and loading the program (without it bpf(2) is
 //!   refused altogether where kernel.unprivileged_bpf_disabled is set, and
@@ -240,4 +241,17 @@ async fn without_any_one_of_them_the_datapath_does_not_load() {
             "the agent without {missing} failed otherwise than with {reason:?}:\n{logs}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_nodes_bpffs_the_agent_cannot_mount_one() {
+    // Nothing mounted on the folder: the agent's own mount needs
+    // CAP_SYS_ADMIN, which the DaemonSet does not give.
+    let bpffs = TestBpffs::new("caps-unmounted");
+    let node = datapath_node(&bpffs).await;
+    let logs = refused_start(&datapath_capabilities(), &node);
+    assert!(
+        logs.contains("mounting bpffs") && logs.contains("Operation not permitted"),
+        "the agent without a bpffs failed otherwise:\n{logs}"
+    );
 }

@@ -201,6 +201,7 @@ fn every_overlay_renders_least_privilege_locked_down_objects() {
         "overlays/mock",
         "overlays/kvstore",
         "overlays/agent",
+        "overlays/agent-datapath",
     ] {
         let objects = kustomize(overlay);
         check_objects(overlay, &objects);

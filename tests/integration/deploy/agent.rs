@@ -1,10 +1,14 @@
 //! The node agent's objects (the chart's `agent.*`, kustomize's
-//! components/agent): the DaemonSet holds NET_ADMIN and nothing else, its
-//! RBAC only the verbs the agent uses, the init container writes the plugin
-//! and the network configuration into the host's CNI directories, helm and
-//! kustomize agree, and the node-restriction ValidatingAdmissionPolicy is
-//! there when on, absent when off, and admits (by a model of its CEL, tied to
-//! the rendered text) only a caller's own node.
+//! components/agent and components/agent-datapath): the DaemonSet holds
+//! NET_ADMIN and nothing else, or BPF, NET_ADMIN and PERFMON with the
+//! datapath, which also brings the node's bpffs (mounted HostToContainer),
+//! the object and bpffs settings, and ipam-cni chained after ptp in the
+//! installed conflist, in host/cni/README.md's form; its RBAC only the verbs
+//! the agent uses, the init container writes the plugin and the network
+//! configuration into the host's CNI directories, helm and kustomize agree,
+//! and the node-restriction ValidatingAdmissionPolicy is there when on,
+//! absent when off, and admits (by a model of its CEL, tied to the rendered
+//! text) only a caller's own node.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -17,6 +21,19 @@ use super::{
 };
 
 const POLICY: &str = "ipam-agent-node-restriction";
+
+/// The datapath's settings a render should carry: the object's path in the
+/// image and the node's bpffs.
+struct Datapath<'a> {
+    object: &'a str,
+    bpffs: &'a str,
+}
+
+/// The defaults (values.yaml, components/agent-datapath).
+const DEFAULT_DATAPATH: Datapath = Datapath {
+    object: "/usr/local/lib/ipam-agent/agent-ebpf.o",
+    bpffs: "/sys/fs/bpf",
+};
 
 fn named<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
     list.as_sequence()?
@@ -67,8 +84,9 @@ fn check_locked_down(what: &str, container: &Value, added: &[&str]) {
     assert_eq!(strings(get(sc, "capabilities.add")), added, "{what}");
 }
 
-/// Everything the agent's objects must be, from either renderer.
-fn check_agent(what: &str, objects: &[Value]) {
+/// Everything the agent's objects must be, from either renderer, with the
+/// datapath or without.
+fn check_agent(what: &str, objects: &[Value], datapath: Option<&Datapath>) {
     assert!(
         !find(objects, "ServiceAccount", "ipam-agent").is_null(),
         "{what}"
@@ -105,11 +123,17 @@ fn check_agent(what: &str, objects: &[Value]) {
         &Value::Null,
         "{what}: one container"
     );
-    check_locked_down(&format!("{what}: agent"), agent, &["NET_ADMIN"]);
+    // host/agent/tests/process/capabilities.rs runs the datapath with
+    // exactly these, and shows it cannot load without any one of them.
+    let capabilities: &[&str] = match datapath {
+        Some(_) => &["BPF", "NET_ADMIN", "PERFMON"],
+        None => &["NET_ADMIN"],
+    };
+    check_locked_down(&format!("{what}: agent"), agent, capabilities);
     assert_eq!(
         get(agent, "securityContext.runAsUser").as_u64(),
         Some(0),
-        "{what}: NET_ADMIN is only effective for root without ambient capabilities"
+        "{what}: capabilities are only effective for root without ambient capabilities"
     );
     assert_eq!(
         get(
@@ -143,7 +167,8 @@ fn check_agent(what: &str, objects: &[Value]) {
         );
     }
 
-    // Host paths: the state and socket directories for the agent, the CNI
+    // Host paths: the state and socket directories (and with the datapath,
+    // the node's bpffs, which must be there already) for the agent, the CNI
     // directories for the init container alone, nothing else.
     let host_paths: BTreeMap<String, (String, String)> = get(pod, "volumes")
         .as_sequence()
@@ -155,7 +180,7 @@ fn check_agent(what: &str, objects: &[Value]) {
             (text("name"), (text("hostPath.path"), text("hostPath.type")))
         })
         .collect();
-    let expected: BTreeMap<String, (String, String)> = [
+    let mut expected: BTreeMap<String, (String, String)> = [
         ("state", "/var/lib/ipam-agent"),
         ("socket-dir", "/run/ipam-agent"),
         ("cni-bin", "/opt/cni/bin"),
@@ -164,13 +189,21 @@ fn check_agent(what: &str, objects: &[Value]) {
     .into_iter()
     .map(|(name, path)| (name.into(), (path.into(), "DirectoryOrCreate".into())))
     .collect();
+    if let Some(datapath) = datapath {
+        expected.insert("bpffs".into(), (datapath.bpffs.into(), "Directory".into()));
+    }
     assert_eq!(host_paths, expected, "{what}: hostPath volumes");
     let agent_mounts = mounts(agent);
+    let mounted: &[&str] = match datapath {
+        Some(_) => &["bpffs", "socket-dir", "state"],
+        None => &["socket-dir", "state"],
+    };
     assert_eq!(
         agent_mounts.keys().collect::<Vec<_>>(),
-        ["socket-dir", "state"],
-        "{what}: the agent mounts its state and socket directories only"
+        mounted,
+        "{what}: the agent mounts its state and socket directories (and bpffs) only"
     );
+    check_datapath(what, agent, datapath);
     assert_eq!(
         env_value(agent, "IPAM_AGENT_STATE_DIR"),
         Some(agent_mounts["state"].as_str())
@@ -181,13 +214,77 @@ fn check_agent(what: &str, objects: &[Value]) {
         format!("{}/agent.sock", agent_mounts["socket-dir"]),
         "{what}: the socket is in the host's socket directory"
     );
-    check_cni_install(what, objects, pod, socket);
+    check_cni_install(what, objects, pod, socket, datapath.is_some());
+}
+
+/// The datapath's part of the agent container: the node's bpffs mounted at
+/// its own path with the host's later mounts propagated in (pins must live
+/// in the node's bpffs to outlive the container; no other mount
+/// propagates), and the object and bpffs settings; none of it without the
+/// datapath.
+fn check_datapath(what: &str, agent: &Value, datapath: Option<&Datapath>) {
+    let propagated: Vec<(&str, &str)> = get(agent, "volumeMounts")
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            Some((
+                get(m, "name").as_str()?,
+                get(m, "mountPropagation").as_str()?,
+            ))
+        })
+        .collect();
+    let object = env_value(agent, "IPAM_AGENT_DATAPATH_OBJECT");
+    let bpffs = env_value(agent, "IPAM_AGENT_BPFFS");
+    let Some(datapath) = datapath else {
+        assert_eq!(propagated, [], "{what}: mount propagation");
+        assert_eq!((object, bpffs), (None, None), "{what}: datapath settings");
+        return;
+    };
+    assert_eq!(
+        propagated,
+        [("bpffs", "HostToContainer")],
+        "{what}: mount propagation"
+    );
+    assert_eq!(
+        mounts(agent).get("bpffs").map(String::as_str),
+        Some(datapath.bpffs),
+        "{what}: bpffs is mounted where the host has it"
+    );
+    assert_eq!(object, Some(datapath.object), "{what}");
+    assert_eq!(bpffs, Some(datapath.bpffs), "{what}: the agent's --bpffs");
+    assert!(
+        get(agent, "args").is_null()
+            && strings(get(agent, "command")) == ["/usr/local/bin/ipam-agent"],
+        "{what}: settings come from the environment alone"
+    );
+}
+
+/// The conflist of host/cni/README.md's datapath section (the form the
+/// agent's process tests run): ptp with ipam-cni as its IPAM, then ipam-cni
+/// chained as the datapath step, both with the default socket.
+fn readme_chained_plugins() -> serde_json::Value {
+    let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/cni/README.md");
+    let text =
+        std::fs::read_to_string(&readme).unwrap_or_else(|e| panic!("{}: {e}", readme.display()));
+    let section = text
+        .split_once("## The datapath step")
+        .map(|(_, rest)| rest)
+        .expect("host/cni/README.md has its datapath section");
+    let block = section
+        .split_once("```json\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(block, _)| block)
+        .expect("a JSON block in the datapath section");
+    let conflist: serde_json::Value =
+        serde_json::from_str(block).expect("the README's conflist is JSON");
+    conflist["plugins"].clone()
 }
 
 /// The init container copies ipam-cni and the network configuration beside
 /// their targets in the host's CNI directories and renames them over the
 /// targets; the configuration names ipam-cni with the agent's socket.
-fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str) {
+fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str, datapath: bool) {
     let init = get(pod, "initContainers.0");
     assert_eq!(get(init, "name").as_str(), Some("install-cni"), "{what}");
     assert_eq!(get(pod, "initContainers.1"), &Value::Null, "{what}");
@@ -268,6 +365,19 @@ fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str) {
     assert_eq!(conflist["plugins"][0]["type"], "ptp", "{what}");
     assert_eq!(conflist["plugins"][0]["ipam"]["type"], "ipam-cni");
     assert_eq!(conflist["plugins"][0]["ipam"]["socket"], socket, "{what}");
+    let plugins = conflist["plugins"].as_array().expect("plugins");
+    if datapath {
+        // The datapath step: no `ipam` key (that is how ipam-cni tells its
+        // roles apart), the agent's socket at the top level.
+        assert_eq!(plugins.len(), 2, "{what}: {conflist}");
+        assert_eq!(
+            plugins[1],
+            serde_json::json!({"type": "ipam-cni", "socket": socket}),
+            "{what}: the chained datapath step"
+        );
+    } else {
+        assert_eq!(plugins.len(), 1, "{what}: ptp alone: {conflist}");
+    }
 }
 
 /// The agent's ClusterRole grants exactly what it uses: no delete, no
@@ -327,10 +437,28 @@ fn check_agent_rbac(what: &str, objects: &[Value]) {
 #[test]
 fn the_agent_is_least_privilege_and_helm_and_kustomize_agree() {
     let helm = helm_template(&[&example("agent.yaml")]);
-    check_agent("helm agent.yaml", &helm);
+    check_agent("helm agent.yaml", &helm, None);
     let kustomize = kustomize("overlays/agent");
-    check_agent("overlays/agent", &kustomize);
+    check_agent("overlays/agent", &kustomize, None);
     assert_same(helm, kustomize, "agent");
+    let helm = helm_template(&[&example("agent-datapath.yaml")]);
+    check_agent("helm agent-datapath.yaml", &helm, Some(&DEFAULT_DATAPATH));
+    let kustomize = super::kustomize("overlays/agent-datapath");
+    check_agent(
+        "overlays/agent-datapath",
+        &kustomize,
+        Some(&DEFAULT_DATAPATH),
+    );
+    // The conflist installed is the one host/cni/README.md documents.
+    let conflist: serde_json::Value = serde_json::from_str(
+        get(find(&helm, "ConfigMap", "ipam-agent-cni"), "data")
+            .get("05-ipam.conflist")
+            .and_then(Value::as_str)
+            .expect("the conflist"),
+    )
+    .expect("the conflist is JSON");
+    assert_eq!(conflist["plugins"], readme_chained_plugins());
+    assert_same(helm, kustomize, "agent with the datapath");
     // Off by default: cilium-agent does this job where it runs.
     assert!(
         helm_template(&[]).iter().all(|o| !get(o, "metadata.name")
@@ -403,7 +531,47 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
     assert!(named(get(pod, "volumes"), "cni-bin").is_none());
     assert!(objects_of(&objects, "ipam-agent-cni").is_empty());
 
+    // The datapath's settings, with a socket elsewhere.
+    let datapath = dir.path().join("datapath.yaml");
+    std::fs::write(
+        &datapath,
+        "agent:\n  enabled: true\n  socketDir: /run/elsewhere\n  datapath:\n    \
+         enabled: true\n    object: /opt/agent/datapath.o\n    bpffs: /run/bpf\n",
+    )
+    .expect("values written");
+    let objects = helm_template(&[&datapath]);
+    check_agent_elsewhere(
+        &objects,
+        &Datapath {
+            object: "/opt/agent/datapath.o",
+            bpffs: "/run/bpf",
+        },
+    );
+    // Without the CNI install the datapath is the same in the DaemonSet
+    // (the node's own conflist must chain the step).
+    let datapath_no_cni = dir.path().join("datapath-no-cni.yaml");
+    std::fs::write(
+        &datapath_no_cni,
+        "agent: {enabled: true, cni: {install: false}, datapath: {enabled: true}}\n",
+    )
+    .expect("values written");
+    let objects = helm_template(&[&datapath_no_cni]);
+    assert!(objects_of(&objects, "ipam-agent-cni").is_empty());
+    let agent = get(
+        find(&objects, "DaemonSet", "ipam-agent"),
+        "spec.template.spec.containers.0",
+    );
+    check_locked_down(
+        "datapath, no CNI install",
+        agent,
+        &["BPF", "NET_ADMIN", "PERFMON"],
+    );
+    check_datapath("datapath, no CNI install", agent, Some(&DEFAULT_DATAPATH));
+
     for (malformed, field) in [
+        ("agent: {datapath: {bpffs: relative}}", "bpffs"),
+        ("agent: {datapath: {object: 'agent ebpf.o'}}", "object"),
+        ("agent: {datapath: {enable: true}}", "enable"),
         ("agent: {cloud: gcp}", "cloud"),
         (
             "agent: {cni: {confName: 'x;rm -rf /.conflist'}}",
@@ -429,6 +597,46 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
             stderr(&output)
         );
     }
+}
+
+/// The datapath with settings of its own and the socket in
+/// /run/elsewhere: both conflist steps name that socket, the bpffs is
+/// mounted and passed where it was asked.
+fn check_agent_elsewhere(objects: &[Value], datapath: &Datapath) {
+    let pod = get(
+        find(objects, "DaemonSet", "ipam-agent"),
+        "spec.template.spec",
+    );
+    let agent = get(pod, "containers.0");
+    check_locked_down(
+        "datapath elsewhere",
+        agent,
+        &["BPF", "NET_ADMIN", "PERFMON"],
+    );
+    check_datapath("datapath elsewhere", agent, Some(datapath));
+    assert_eq!(
+        get(
+            named(get(pod, "volumes"), "bpffs").expect("the bpffs volume"),
+            "hostPath"
+        ),
+        &serde_yaml::from_str::<Value>(&format!("{{path: {}, type: Directory}}", datapath.bpffs))
+            .expect("YAML"),
+    );
+    let conflist: serde_json::Value = serde_json::from_str(
+        get(find(objects, "ConfigMap", "ipam-agent-cni"), "data")
+            .get("05-ipam.conflist")
+            .and_then(Value::as_str)
+            .expect("the conflist"),
+    )
+    .expect("the conflist is JSON");
+    let socket = "/run/elsewhere/agent.sock";
+    assert_eq!(
+        conflist["plugins"],
+        serde_json::json!([
+            {"type": "ptp", "ipam": {"type": "ipam-cni", "socket": socket}},
+            {"type": "ipam-cni", "socket": socket},
+        ])
+    );
 }
 
 // ---- the node-restriction policy ----

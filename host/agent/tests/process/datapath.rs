@@ -21,9 +21,9 @@ use serde_json::{json, Value};
 use crate::node_ns::{assert_ok, json_out, NodeNs, POD_GATEWAY};
 use crate::support::{kill, NODE};
 
-const POD_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 10);
+pub const POD_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 10);
 /// Put on the pod's interface by the test, never allocated: a spoofed source.
-const SPOOFED: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 99);
+pub const SPOOFED: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 99);
 /// Put on the node by the test after the agent started.
 const HOST_ADDED: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 200);
 
@@ -43,16 +43,33 @@ fn ebpf_object() -> PathBuf {
     path
 }
 
-/// A folder the agent mounts bpffs on; unmounted and removed on drop, so
-/// the test's pins never meet the host's.
-struct TestBpffs(PathBuf);
+/// A folder the agent mounts bpffs on (or the test, with `mounted`);
+/// unmounted and removed on drop, so the test's pins never meet the host's.
+pub struct TestBpffs(PathBuf);
 
 impl TestBpffs {
-    fn new(name: &str) -> Self {
+    pub fn new(name: &str) -> Self {
         Self(std::env::temp_dir().join(format!("ipam-agent-{name}-{}", std::process::id())))
     }
 
-    fn pins(&self) -> PinDir {
+    /// One the test mounts itself, as the node does for a DaemonSet's agent,
+    /// which cannot mount without CAP_SYS_ADMIN.
+    pub fn mounted(name: &str) -> Self {
+        let bpffs = Self::new(name);
+        std::fs::create_dir_all(&bpffs.0)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", bpffs.0.display()));
+        rustix::mount::mount(
+            "bpffs",
+            &bpffs.0,
+            "bpf",
+            rustix::mount::MountFlags::empty(),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("mounting bpffs on {}: {e}", bpffs.0.display()));
+        bpffs
+    }
+
+    pub fn pins(&self) -> PinDir {
         PinDir::new(self.0.join(PIN_FOLDER))
     }
 }
@@ -64,7 +81,7 @@ impl Drop for TestBpffs {
     }
 }
 
-async fn datapath_node(bpffs: &TestBpffs) -> NodeNs {
+pub async fn datapath_node(bpffs: &TestBpffs) -> NodeNs {
     let object = format!("--datapath-object={}", ebpf_object().display());
     let folder = format!("--bpffs={}", bpffs.0.display());
     NodeNs::new(4, &[&object, &folder, "--host-address-sync-secs=1"]).await
@@ -73,7 +90,7 @@ async fn datapath_node(bpffs: &TestBpffs) -> NodeNs {
 /// The conflist's ADD: ptp (with ipam-cni as its IPAM), then ipam-cni
 /// chained with ptp's result; returns that result (which the datapath
 /// step prints unchanged).
-fn add_pod(node: &NodeNs, container: &str, pod: &NetNs) -> Value {
+pub fn add_pod(node: &NodeNs, container: &str, pod: &NetNs) -> Value {
     // The pod exists, so a restarted agent keeps its address.
     node.server.put(
         "/api/v1/pods",
@@ -107,7 +124,7 @@ fn add_pod(node: &NodeNs, container: &str, pod: &NetNs) -> Value {
 }
 
 /// The conflist's DEL, in libcni's order: the chained step first.
-fn del_pod(node: &NodeNs, container: &str, pod: &NetNs, result: &Value) {
+pub fn del_pod(node: &NodeNs, container: &str, pod: &NetNs, result: &Value) {
     let chained = node.cni(
         "ipam-cni",
         "DEL",
@@ -136,7 +153,7 @@ fn datapath_step(node: &NodeNs, prev: Option<&Value>) -> Value {
 }
 
 /// ptp's host-side veth in a result.
-fn host_veth(result: &Value) -> String {
+pub fn host_veth(result: &Value) -> String {
     result["interfaces"]
         .as_array()
         .and_then(|interfaces| interfaces.iter().find(|i| i.get("sandbox").is_none()))
@@ -146,7 +163,7 @@ fn host_veth(result: &Value) -> String {
 }
 
 /// A metric's value on the agent's page (`name` with its labels).
-fn metric(page: &str, name: &str) -> Option<f64> {
+pub fn metric(page: &str, name: &str) -> Option<f64> {
     page.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|value| value.trim().parse().ok())
@@ -177,7 +194,7 @@ fn sender(pod: &NetNs, source: Ipv4Addr) -> UdpSocket {
 }
 
 /// Sends `count` datagrams from `source`; how many arrived.
-fn send(pod: &NetNs, node: &NodeNs, source: Ipv4Addr, count: usize) -> usize {
+pub fn send(pod: &NetNs, node: &NodeNs, source: Ipv4Addr, count: usize) -> usize {
     let receiver = receiver(node);
     let to = receiver.local_addr().expect("address");
     let sender = sender(pod, source);
@@ -206,7 +223,30 @@ fn tcx_program_ids(node: &NodeNs, interface: &str) -> Vec<u32> {
         .expect("netns")
 }
 
-fn tcx_programs(node: &NodeNs, interface: &str) -> usize {
+/// An interface's ifindex in the node.
+pub fn ifindex(node: &NodeNs, interface: &str) -> u32 {
+    node.ns
+        .block_on(|| async {
+            let links = NetLinks::connect().expect("netlink");
+            links.index(interface).await.expect("the veth's index")
+        })
+        .expect("netns")
+}
+
+/// Puts the test's own extra address, SPOOFED (not the pod's), on the
+/// pod's interface.
+pub fn spoof(pod: &NetNs) {
+    pod.block_on(|| async {
+        let links = NetLinks::connect().expect("netlink");
+        links
+            .add_address("eth0", SPOOFED.into(), 32)
+            .await
+            .expect("a second address in the pod");
+    })
+    .expect("netns");
+}
+
+pub fn tcx_programs(node: &NodeNs, interface: &str) -> usize {
     let interface = interface.to_string();
     node.ns
         .run(move || {
@@ -230,24 +270,9 @@ async fn a_chained_pod_is_held_to_its_own_address_and_counted() {
     assert_eq!(result["ips"][0]["address"], "10.0.1.10/24");
     let veth = host_veth(&result);
     assert_eq!(tcx_programs(&node, &veth), 1, "the program is on {veth}");
-    let ifindex = node
-        .ns
-        .block_on(|| async {
-            let links = NetLinks::connect().expect("netlink");
-            links.index(&veth).await.expect("the veth's index")
-        })
-        .expect("netns");
+    let ifindex = ifindex(&node, &veth);
     assert!(bpffs.pins().link(ifindex).exists(), "the link is pinned");
-
-    // The test's own extra address on the pod's interface: not the pod's.
-    pod.block_on(|| async {
-        let links = NetLinks::connect().expect("netlink");
-        links
-            .add_address("eth0", SPOOFED.into(), 32)
-            .await
-            .expect("a second address in the pod");
-    })
-    .expect("netns");
+    spoof(&pod);
 
     let before = node.setup.metrics(Some(&node.ns));
     assert_eq!(send(&pod, &node, POD_ADDRESS, 5), 5, "own source passes");
@@ -473,14 +498,7 @@ async fn a_pinned_map_with_another_layout_is_recreated_and_its_endpoints_written
         "the pinned link still runs the older program"
     );
     assert_eq!(send(&pod, &node, POD_ADDRESS, 3), 3, "own source passes");
-    pod.block_on(|| async {
-        let links = NetLinks::connect().expect("netlink");
-        links
-            .add_address("eth0", SPOOFED.into(), 32)
-            .await
-            .expect("a second address in the pod");
-    })
-    .expect("netns");
+    spoof(&pod);
     assert_eq!(send(&pod, &node, SPOOFED, 2), 0, "spoofed source dropped");
     del_pod(&node, "pod-l", &pod, &result);
     kill(&mut agent);

@@ -1,8 +1,10 @@
 //! The `ipam-agent` binary as a process, against the fake API server and
 //! metadata-service stubs on 127.0.0.1; the CNI chain and crash tests run
 //! it inside network namespaces they make (as root, failing loudly
-//! otherwise); the datapath tests also load the eBPF object.
+//! otherwise); the datapath tests also load the eBPF object, and the
+//! capabilities tests run it with no more privilege than the DaemonSet gives.
 
+mod capabilities;
 mod cni_chain;
 mod crash;
 mod datapath;

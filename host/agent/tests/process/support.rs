@@ -126,11 +126,27 @@ impl AgentSetup {
     /// Start the agent, inside `ns` when given (a child forked from a
     /// thread in the namespace lives in it).
     pub fn start(&self, ns: Option<&NetNs>) -> Running {
-        let spawn = || {
-            Command::new(agent_binary())
+        self.start_through(ns, &[], Stdio::null())
+    }
+
+    /// Start the agent as `start` does, through `launcher` when it is not
+    /// empty (a program and its arguments that exec the agent with its own
+    /// arguments appended, so the child's pid is the agent's), its log
+    /// (standard output) going to `logs`.
+    pub fn start_through(&self, ns: Option<&NetNs>, launcher: &[&str], logs: Stdio) -> Running {
+        let spawn = move || {
+            let mut command = match launcher.split_first() {
+                Some((program, arguments)) => {
+                    let mut command = Command::new(program);
+                    command.args(arguments).arg(agent_binary());
+                    command
+                }
+                None => Command::new(agent_binary()),
+            };
+            command
                 .args(&self.args)
                 .env("RUST_LOG", "info")
-                .stdout(Stdio::null())
+                .stdout(logs)
                 .stderr(Stdio::inherit())
                 .spawn()
                 .expect("start ipam-agent")

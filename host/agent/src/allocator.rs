@@ -9,20 +9,19 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ipam_ciliumnode::{AllocationIp, CiliumNode, ReleaseState};
+use ipam_ciliumnode::CiliumNode;
 use ipam_pool::agent::allocator::{
-    choose, collect_garbage, held_by, used_status, Allocation, Allocations, Choice, Holder,
+    collect_garbage, held_by, Allocation, Allocations, Choice, Holder, PoolIndex,
 };
-use ipam_pool::agent::answers::answers;
 use ipam_pool::agent::placement::{placement, Placement};
 use ipam_pool::agent::restore::{restore, Restored};
-use serde_json::{json, Map, Value};
 use tokio::sync::{Mutex, Notify};
 
 use crate::datapath::NodeDatapath;
 use crate::metrics::AgentMetrics;
 use crate::routing::{wanted_route, wanted_routes, RouteTable};
 use crate::state_file::{HostVeths, Saved, StateFile, StateFileError};
+use crate::status_change::{status_change, StatusChange};
 
 /// An address given to an attachment, with where it lives and its
 /// gateway: the router of its subnet, as cilium-agent answers (a chained
@@ -56,8 +55,10 @@ pub enum AllocatorError {
         held: Option<IpAddr>,
         asked: IpAddr,
     },
-    #[error("datapath of {ip}: {message}")]
-    Datapath { ip: IpAddr, message: String },
+    /// `doing`: which change of the datapath failed (an address's, or the
+    /// restore's).
+    #[error("datapath, {doing}: {message}")]
+    Datapath { doing: String, message: String },
 }
 
 impl AllocatorError {
@@ -77,6 +78,9 @@ impl AllocatorError {
 
 struct Inner {
     node: CiliumNode,
+    /// `node`'s pool parsed, for choosing: rebuilt with every change of
+    /// `node`, not on every ADD.
+    pool: PoolIndex,
     allocations: Allocations,
     /// The host-side veth each attached address sits behind.
     host_veths: HostVeths,
@@ -122,6 +126,7 @@ impl Allocator {
     ) -> Self {
         Self {
             inner: Mutex::new(Inner {
+                pool: PoolIndex::new(&node),
                 node,
                 allocations: saved.allocations,
                 host_veths: saved.host_veths,
@@ -193,8 +198,8 @@ impl Allocator {
             datapath
                 .restore(&held)
                 .map_err(|e| AllocatorError::Datapath {
-                    ip: IpAddr::from([0, 0, 0, 0]),
-                    message: format!("restoring: {e}"),
+                    doing: "restoring the endpoints".into(),
+                    message: e.to_string(),
                 })?;
         }
         self.metrics.restored("kept", inner.allocations.len());
@@ -223,7 +228,7 @@ impl Allocator {
     /// this returns.
     pub async fn add(&self, holder: Holder) -> Result<Granted, AllocatorError> {
         let mut inner = self.inner.lock().await;
-        let (ip, resource) = match choose(&inner.node, &inner.allocations, &holder) {
+        let (ip, resource) = match inner.pool.choose(&inner.allocations, &holder) {
             Choice::Existing(ip) => {
                 let resource = inner.allocations.get(&ip).and_then(|a| a.resource.clone());
                 (ip, resource)
@@ -368,7 +373,7 @@ impl Allocator {
         let (ifindex, how) = datapath
             .attach(address, host_ifname, interface_number)
             .map_err(|e| AllocatorError::Datapath {
-                ip: address,
+                doing: format!("attaching {address} on {host_ifname}"),
                 message: e.to_string(),
             })?;
         tracing::info!(ip = %address, interface = host_ifname, ifindex, ?how, "endpoint attached");
@@ -390,7 +395,7 @@ impl Allocator {
             return Ok(());
         };
         datapath.release(ip).map_err(|e| AllocatorError::Datapath {
-            ip,
+            doing: format!("detaching {ip}"),
             message: e.to_string(),
         })?;
         if inner.host_veths.remove(&ip).is_some() {
@@ -407,98 +412,43 @@ impl Allocator {
         Ok(garbage.len())
     }
 
-    /// The node as the API server now has it.
+    /// The node as the API server now has it. Its pool is parsed before
+    /// the lock is taken, and the node it replaces dropped after: ADDs wait
+    /// only for the swap.
     pub async fn node_changed(&self, node: CiliumNode) {
-        let mut inner = self.inner.lock().await;
-        if inner.node != node {
-            inner.node = node;
+        let pool = PoolIndex::new(&node);
+        let replaced = {
+            let mut inner = self.inner.lock().await;
+            inner.pool = pool;
+            let replaced = std::mem::replace(&mut inner.node, node);
             self.sizes(&inner);
-            self.changed.notify_one();
-        }
+            replaced
+        };
+        // Even an echo of the agent's own patch may carry someone else's
+        // change: the publisher compares.
+        self.changed.notify_one();
+        drop(replaced);
     }
 
-    /// The status patch that brings the node in step with the agent (its
-    /// allocations in status.ipam.used, its handshake answers in
-    /// release-ips), or None when it is in step. Only these two fields.
-    pub async fn status_patch(&self) -> Option<Value> {
+    /// The change of status.ipam that brings the node in step with the
+    /// agent (its allocations in status.ipam.used, its handshake answers
+    /// in release-ips), or None when it is in step.
+    pub async fn status_change(&self) -> Option<StatusChange> {
         let inner = self.inner.lock().await;
-        status_patch(&inner.node, &inner.allocations)
+        status_change(&inner.node, &inner.allocations)
     }
 
-    /// After a patch was accepted: the node view holds what it set, so the
-    /// next patch is computed against it. Counts the answers given.
-    pub async fn patched(&self, patch: &Value) {
+    /// After a change was published: the node view holds what it set, so
+    /// the next change is computed against it. Counts the answers given.
+    pub async fn published(&self, change: &StatusChange) {
+        for answer in change.release.values() {
+            self.metrics
+                .answered(answer.as_ref().map_or("removed", |state| state.as_str()));
+        }
         let mut inner = self.inner.lock().await;
-        let ipam = &patch["status"]["ipam"];
-        if let Some(used) = ipam["used"].as_object() {
-            for (ip, entry) in used {
-                match serde_json::from_value::<AllocationIp>(entry.clone()) {
-                    Ok(entry) => inner.node.status.ipam.used.insert(ip.clone(), entry),
-                    Err(_) => inner.node.status.ipam.used.remove(ip),
-                };
-            }
-        }
-        if let Some(release) = ipam["release-ips"].as_object() {
-            for (ip, state) in release {
-                match state.as_str() {
-                    Some(state) => {
-                        self.metrics.answered(state);
-                        inner
-                            .node
-                            .status
-                            .ipam
-                            .release_ips
-                            .insert(ip.clone(), ReleaseState::from(state.to_string()))
-                    }
-                    None => {
-                        self.metrics.answered("removed");
-                        inner.node.status.ipam.release_ips.remove(ip)
-                    }
-                };
-            }
-        }
+        change.apply(&mut inner.node);
+        inner.pool = PoolIndex::new(&inner.node);
     }
-}
-
-/// The merge patch of status.ipam.used and release-ips that brings `node`
-/// in step with `allocations`; None when nothing differs.
-pub fn status_patch(node: &CiliumNode, allocations: &Allocations) -> Option<Value> {
-    let wanted = used_status(allocations);
-    let mut used = Map::new();
-    for (ip, entry) in &wanted {
-        if node.status.ipam.used.get(ip) != Some(entry) {
-            used.insert(ip.clone(), json!(entry));
-        }
-    }
-    for ip in node.status.ipam.used.keys() {
-        if !wanted.contains_key(ip) {
-            used.insert(ip.clone(), Value::Null);
-        }
-    }
-    let mut release = Map::new();
-    let in_use = |ip: &str| {
-        ip.parse::<IpAddr>()
-            .is_ok_and(|ip| allocations.contains_key(&ip))
-    };
-    for (ip, answer) in answers(node, in_use) {
-        release.insert(
-            ip,
-            answer.map_or(Value::Null, |state| {
-                Value::String(state.as_str().to_string())
-            }),
-        );
-    }
-    if used.is_empty() && release.is_empty() {
-        return None;
-    }
-    let mut ipam = Map::new();
-    if !used.is_empty() {
-        ipam.insert("used".into(), Value::Object(used));
-    }
-    if !release.is_empty() {
-        ipam.insert("release-ips".into(), Value::Object(release));
-    }
-    Some(json!({ "status": { "ipam": ipam } }))
 }
 
 #[cfg(test)]
@@ -506,7 +456,7 @@ mod tests {
     use super::*;
     use crate::routing::RouteError;
     use async_trait::async_trait;
-    use ipam_ciliumnode::{EniInterface, EniSubnet};
+    use ipam_ciliumnode::{AllocationIp, EniInterface, EniSubnet, ReleaseState};
     use ipam_node_routes::PodRoute;
 
     /// Records what the allocator asked of the routes.
@@ -680,17 +630,17 @@ mod tests {
         f.allocator.node_changed(node).await;
         let a = f.allocator.add(holder("a")).await.unwrap();
         assert_eq!(a.ip.to_string(), "10.0.1.5", "10.0.1.6 is in the handshake");
-        let patch = f.allocator.status_patch().await.unwrap();
+        let change = f.allocator.status_change().await.unwrap();
         assert_eq!(
-            patch,
-            json!({"status": {"ipam": {
+            change.to_patch(),
+            serde_json::json!({"status": {"ipam": {
                 "used": {"10.0.1.5": {"owner": "default/a", "resource": "eni-1"}, "10.0.1.9": null},
                 "release-ips": {"10.0.1.6": "ready-for-release"},
             }}})
         );
-        f.allocator.patched(&patch).await;
+        f.allocator.published(&change).await;
         assert_eq!(
-            f.allocator.status_patch().await,
+            f.allocator.status_change().await,
             None,
             "in step after the patch"
         );

@@ -222,11 +222,11 @@ pub async fn publish(
 ) {
     let changed = allocator.changed();
     loop {
-        if let Some(patch) = allocator.status_patch().await {
-            match client.patch_status(&patch).await {
+        if let Some(change) = allocator.status_change().await {
+            match client.patch_status(&change.to_patch()).await {
                 Ok(()) => {
                     metrics.patched("ok");
-                    allocator.patched(&patch).await;
+                    allocator.published(&change).await;
                 }
                 Err(error) => {
                     metrics.patched("error");

@@ -14,6 +14,7 @@
 //! | `run` | the start-up order and the tasks |
 //! | `state_file` | the allocations on disk, written atomically |
 //! | `allocator` | the decisions over the node view and the allocations, under one lock |
+//! | `status_change` | status.ipam.used and the handshake answers, as a typed change sent as a merge patch |
 //! | `cni_server` | the plugin's unix socket |
 //! | `kube_node` | the CiliumNode (register, watch, status patches), the Node, the pods |
 //! | `register` | the spec the agent registers, as plain data |
@@ -34,3 +35,4 @@ pub mod register;
 pub mod routing;
 pub mod run;
 pub mod state_file;
+pub mod status_change;

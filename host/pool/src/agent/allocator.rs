@@ -60,50 +60,80 @@ pub fn held_by(allocations: &Allocations, container_id: &str, ifname: &str) -> O
         .map(|(ip, _)| *ip)
 }
 
-/// The pool addresses free to hand out, in pool order, with their resource.
-pub fn free_addresses<'a>(
-    node: &'a CiliumNode,
-    allocations: &'a Allocations,
-) -> impl Iterator<Item = (IpAddr, &'a AllocationIp)> + 'a {
-    let status = &node.status.ipam;
-    let used_elsewhere: BTreeSet<IpAddr> = status
-        .used
-        .keys()
-        .filter_map(|ip| ip.parse().ok())
-        .collect();
-    let in_handshake: BTreeSet<IpAddr> = status
-        .release_ips
-        .keys()
-        .filter_map(|ip| ip.parse().ok())
-        .collect();
-    node.spec
-        .ipam
-        .pool
-        .iter()
-        .filter(|(_, entry)| entry.owner.as_deref().is_none_or(str::is_empty))
-        .filter_map(|(ip, entry)| ip.parse::<IpAddr>().ok().map(|ip| (ip, entry)))
-        .filter(move |(ip, _)| {
-            !allocations.contains_key(ip)
-                && !used_elsewhere.contains(ip)
-                && !in_handshake.contains(ip)
-        })
+/// The node's pool as an ADD reads it, parsed once per change of the node
+/// rather than once per ADD: the addresses that may be handed out (in
+/// spec.ipam.pool, not owned) in pool order with their resource, and those
+/// the node's status puts off limits (in status.ipam.used, or in the
+/// release handshake).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolIndex {
+    candidates: Vec<(IpAddr, Option<String>)>,
+    used: BTreeSet<IpAddr>,
+    in_handshake: BTreeSet<IpAddr>,
+    pool_size: usize,
 }
 
-/// The address for an ADD of `holder`.
+impl PoolIndex {
+    /// Pool and status keys that are not addresses are skipped.
+    pub fn new(node: &CiliumNode) -> Self {
+        let status = &node.status.ipam;
+        let parsed = |keys: &mut dyn Iterator<Item = &String>| -> BTreeSet<IpAddr> {
+            keys.filter_map(|ip| ip.parse().ok()).collect()
+        };
+        Self {
+            candidates: node
+                .spec
+                .ipam
+                .pool
+                .iter()
+                .filter(|(_, entry)| entry.owner.as_deref().is_none_or(str::is_empty))
+                .filter_map(|(ip, entry)| Some((ip.parse().ok()?, entry.resource.clone())))
+                .collect(),
+            used: parsed(&mut status.used.keys()),
+            in_handshake: parsed(&mut status.release_ips.keys()),
+            pool_size: node.spec.ipam.pool.len(),
+        }
+    }
+
+    /// The pool addresses free to hand out, in pool order, with their
+    /// resource: not allocated by the agent, not used in the status, in no
+    /// release state.
+    pub fn free<'a>(
+        &'a self,
+        allocations: &'a Allocations,
+    ) -> impl Iterator<Item = (IpAddr, Option<&'a str>)> + 'a {
+        self.candidates
+            .iter()
+            .filter(move |(ip, _)| {
+                !allocations.contains_key(ip)
+                    && !self.used.contains(ip)
+                    && !self.in_handshake.contains(ip)
+            })
+            .map(|(ip, resource)| (*ip, resource.as_deref()))
+    }
+
+    /// The address for an ADD of `holder`.
+    pub fn choose(&self, allocations: &Allocations, holder: &Holder) -> Choice {
+        if let Some(ip) = held_by(allocations, &holder.container_id, &holder.ifname) {
+            return Choice::Existing(ip);
+        }
+        match self.free(allocations).next() {
+            Some((ip, resource)) => Choice::Fresh {
+                ip,
+                resource: resource.map(String::from),
+            },
+            None => Choice::Exhausted {
+                pool: self.pool_size,
+                used: allocations.len(),
+            },
+        }
+    }
+}
+
+/// The address for an ADD of `holder` on `node` (indexing the pool for this
+/// one choice; an allocator that chooses often keeps a [`PoolIndex`]).
 pub fn choose(node: &CiliumNode, allocations: &Allocations, holder: &Holder) -> Choice {
-    if let Some(ip) = held_by(allocations, &holder.container_id, &holder.ifname) {
-        return Choice::Existing(ip);
-    }
-    match free_addresses(node, allocations).next() {
-        Some((ip, entry)) => Choice::Fresh {
-            ip,
-            resource: entry.resource.clone(),
-        },
-        None => Choice::Exhausted {
-            pool: node.spec.ipam.pool.len(),
-            used: allocations.len(),
-        },
-    }
+    PoolIndex::new(node).choose(allocations, holder)
 }
 
 /// The addresses a CNI GC frees: those whose attachment is not in `valid`.

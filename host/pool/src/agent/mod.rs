@@ -71,13 +71,14 @@ pub fn act(node: &CiliumNode, pods_wanted: u32) -> (Option<CiliumNode>, u32) {
     // status.ipam.used is rewritten from them below.
     next.status.ipam.used.clear();
     let mut started = Allocations::new();
+    let pool = allocator::PoolIndex::new(&next);
     while allocations.len() < wanted {
-        let Some((ip, entry)) = allocator::free_addresses(&next, &allocations).next() else {
+        let Some((ip, resource)) = pool.free(&allocations).next() else {
             break;
         };
         let allocation = Allocation {
             holder: simulated_holder(&ip),
-            resource: entry.resource.clone(),
+            resource: resource.map(String::from),
         };
         allocations.insert(ip, allocation.clone());
         started.insert(ip, allocation);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity,
-    PutOptions, TlsOptions, Txn, TxnOp,
+    PutOptions, SortOrder, SortTarget, TlsOptions, Txn, TxnOp,
 };
 
 use crate::config::EtcdConfig;
@@ -276,14 +276,16 @@ impl EtcdClient {
         Ok(answer.deleted() > 0)
     }
 
-    /// Run `then` only if every comparison holds; whether they held.
+    /// Run `then` if every comparison holds, else `otherwise`; whether
+    /// they held.
     pub async fn txn(
         &self,
         key: &str,
         when: Vec<Compare>,
         then: Vec<TxnOp>,
+        otherwise: Vec<TxnOp>,
     ) -> Result<bool, KvError> {
-        let txn = Txn::new().when(when).and_then(then);
+        let txn = Txn::new().when(when).and_then(then).or_else(otherwise);
         let answer = self
             .request("txn", key, |mut c| async move { c.txn(txn).await })
             .await?;
@@ -296,37 +298,113 @@ impl EtcdClient {
             key,
             vec![Compare::mod_revision(key, CompareOp::Equal, mod_revision)],
             vec![TxnOp::delete(key, None)],
+            Vec::new(),
         )
         .await
     }
 
-    /// Create `key` on `lease` if no key is there; the key's create
-    /// revision afterwards (ours, or the existing key's).
-    pub async fn create(&self, key: &str, lease: i64) -> Result<i64, KvError> {
+    /// Create `key` on `lease` if no key is there, and read in the same
+    /// transaction (one request, one revision) the smallest create revision
+    /// under `owners` and, when `list` is given, the names of the keys
+    /// under it, up to a page: an etcd mutex taken (`owners` is the lock
+    /// path with its `/`) and, when no one was ahead, read under it.
+    pub async fn create_and_read(
+        &self,
+        key: &str,
+        lease: i64,
+        owners: &str,
+        list: Option<&str>,
+    ) -> Result<Created, KvError> {
+        // etcd's Mutex reads its owner the same way (`WithFirstCreate`).
+        let first = TxnOp::get(
+            owners,
+            Some(
+                GetOptions::new()
+                    .with_prefix()
+                    .with_sort(SortTarget::Create, SortOrder::Ascend)
+                    .with_limit(1)
+                    .with_keys_only(),
+            ),
+        );
+        let mut reads = vec![first];
+        if let Some(prefix) = list {
+            reads.push(TxnOp::get(
+                prefix,
+                Some(
+                    GetOptions::new()
+                        .with_prefix()
+                        .with_keys_only()
+                        .with_limit(PAGE),
+                ),
+            ));
+        }
+        let mut then = vec![TxnOp::put(
+            key,
+            Vec::new(),
+            Some(PutOptions::new().with_lease(lease)),
+        )];
+        then.extend(reads.iter().cloned());
+        let mut otherwise = vec![TxnOp::get(key, None)];
+        otherwise.extend(reads);
         let txn = Txn::new()
             .when(vec![Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then(vec![TxnOp::put(
-                key,
-                Vec::new(),
-                Some(PutOptions::new().with_lease(lease)),
-            )])
-            .or_else(vec![TxnOp::get(key, None)]);
+            .and_then(then)
+            .or_else(otherwise);
         let answer = self
             .request("create", key, |mut c| async move { c.txn(txn).await })
             .await?;
-        if answer.succeeded() {
-            return Ok(answer.header().map_or(0, |h| h.revision()));
-        }
-        for response in answer.op_responses() {
-            if let etcd_client::TxnOpResponse::Get(get) = response {
-                if let Some(kv) = get.kvs().first() {
-                    return Ok(kv.create_revision());
-                }
-            }
-        }
-        Err(KvError::Malformed {
+        let malformed = |problem: &str| KvError::Malformed {
             key: key.to_string(),
-            problem: "neither created nor found".into(),
+            problem: problem.into(),
+        };
+        let mut gets = answer
+            .op_responses()
+            .into_iter()
+            .filter_map(|response| match response {
+                etcd_client::TxnOpResponse::Get(get) => Some(get),
+                _ => None,
+            });
+        let create_revision = if answer.succeeded() {
+            answer.header().map_or(0, |h| h.revision())
+        } else {
+            gets.next()
+                .and_then(|get| get.kvs().first().map(|kv| kv.create_revision()))
+                .ok_or_else(|| malformed("neither created nor found"))?
+        };
+        let first = gets
+            .next()
+            .and_then(|get| get.kvs().first().map(|kv| kv.create_revision()))
+            .ok_or_else(|| malformed("no key under its lock path after creating it"))?;
+        let (listed, more) = match (list, gets.next()) {
+            (None, _) => (Vec::new(), false),
+            (Some(_), Some(get)) => (
+                get.kvs()
+                    .iter()
+                    .map(|kv| key_value(kv).map(|kv| kv.key))
+                    .collect::<Result<Vec<_>, _>>()?,
+                get.more(),
+            ),
+            (Some(_), None) => return Err(malformed("the listing is missing from the answer")),
+        };
+        Ok(Created {
+            create_revision,
+            first,
+            listed,
+            more,
         })
     }
+}
+
+/// What [`EtcdClient::create_and_read`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    /// The key's create revision (ours, or the existing key's).
+    pub create_revision: i64,
+    /// The smallest create revision under the owners' prefix: the lock's
+    /// holder (ours when equal to `create_revision`).
+    pub first: i64,
+    /// The names of the keys under the listed prefix (none if not asked).
+    pub listed: Vec<String>,
+    /// More keys are under the listed prefix than a page.
+    pub more: bool,
 }

@@ -79,6 +79,60 @@ impl EtcdStore {
         self.lock_session.revoke().await
     }
 
+    /// Take the lock at `path` (our key `<path>/<lock lease hex>`) and,
+    /// when `list` is given, the names of the keys under it as of a
+    /// revision at which the lock was ours: read in the transaction that
+    /// creates our key when no one is ahead (the usual case: one request),
+    /// else once our turn has come. On an error our key is deleted.
+    async fn take_lock(
+        &self,
+        path: &str,
+        list: Option<&str>,
+    ) -> Result<(HeldLock, Vec<String>), KvError> {
+        let lease = self.lock_session.lease();
+        let key = format!("{path}/{lease:x}");
+        let created = self
+            .client
+            .create_and_read(&key, lease, &format!("{path}/"), list)
+            .await?;
+        let lock = HeldLock {
+            path: path.to_string(),
+            key,
+            lease,
+        };
+        let ours = created.create_revision;
+        if created.first == ours && !created.more {
+            return Ok((lock, created.listed));
+        }
+        let after_our_turn = async {
+            if created.first != ours {
+                self.wait_for_turn(path, ours).await?;
+            }
+            let mut keys = Vec::new();
+            if let Some(prefix) = list {
+                self.client
+                    .visit_keys(prefix, &mut |key| keys.push(key.to_string()))
+                    .await?;
+            }
+            Ok(keys)
+        };
+        match tokio::time::timeout(LOCK_WAIT, after_our_turn).await {
+            Ok(Ok(keys)) => Ok((lock, keys)),
+            Ok(Err(error)) => {
+                let _ = self.client.delete(&lock.key).await;
+                Err(error)
+            }
+            Err(_) => {
+                let _ = self.client.delete(&lock.key).await;
+                Err(KvError::Timeout {
+                    operation: "lock",
+                    key: path.to_string(),
+                    seconds: LOCK_WAIT.as_secs(),
+                })
+            }
+        }
+    }
+
     /// Wait until no key under `path/` was created before ours.
     async fn wait_for_turn(&self, path: &str, ours: i64) -> Result<(), KvError> {
         let prefix = format!("{path}/");
@@ -203,29 +257,15 @@ impl SharedStore for EtcdStore {
     }
 
     async fn lock(&self, path: &str) -> Result<HeldLock, KvError> {
-        let lease = self.lock_session.lease();
-        let key = format!("{path}/{lease:x}");
-        let ours = self.client.create(&key, lease).await?;
-        let lock = HeldLock {
-            path: path.to_string(),
-            key,
-            lease,
-        };
-        match tokio::time::timeout(LOCK_WAIT, self.wait_for_turn(path, ours)).await {
-            Ok(Ok(())) => Ok(lock),
-            Ok(Err(error)) => {
-                let _ = self.client.delete(&lock.key).await;
-                Err(error)
-            }
-            Err(_) => {
-                let _ = self.client.delete(&lock.key).await;
-                Err(KvError::Timeout {
-                    operation: "lock",
-                    key: path.to_string(),
-                    seconds: LOCK_WAIT.as_secs(),
-                })
-            }
-        }
+        self.take_lock(path, None).await.map(|(lock, _)| lock)
+    }
+
+    async fn lock_and_list_keys(
+        &self,
+        path: &str,
+        prefix: &str,
+    ) -> Result<(HeldLock, Vec<String>), KvError> {
+        self.take_lock(path, Some(prefix)).await
     }
 
     async fn unlock(&self, lock: HeldLock) -> Result<(), KvError> {
@@ -247,8 +287,48 @@ impl SharedStore for EtcdStore {
                     Compare::create_revision(lock.key.clone(), CompareOp::Greater, 0),
                 ],
                 vec![TxnOp::delete(key, None)],
+                Vec::new(),
             )
             .await?;
+        if deleted {
+            remembered(&self.leased).remove(key);
+        }
+        Ok(deleted)
+    }
+
+    async fn delete_if_locked_then_unlock(
+        &self,
+        key: &str,
+        mod_revision: i64,
+        lock: HeldLock,
+    ) -> Result<bool, KvError> {
+        // Our lock key goes in both branches: the lock is given back in the
+        // same request as the delete.
+        let answer = self
+            .client
+            .txn(
+                key,
+                vec![
+                    Compare::mod_revision(key, CompareOp::Equal, mod_revision),
+                    Compare::create_revision(lock.key.clone(), CompareOp::Greater, 0),
+                ],
+                vec![
+                    TxnOp::delete(key, None),
+                    TxnOp::delete(lock.key.clone(), None),
+                ],
+                vec![TxnOp::delete(lock.key.clone(), None)],
+            )
+            .await;
+        let deleted = match answer {
+            Ok(deleted) => deleted,
+            Err(error) => {
+                // Whether the transaction was applied is unknown (a
+                // timeout): give the lock back on its own, or agents wait
+                // for it until the lock lease or the lock sweeper ends it.
+                let _ = self.client.delete(&lock.key).await;
+                return Err(error);
+            }
+        };
         if deleted {
             remembered(&self.leased).remove(key);
         }

@@ -17,10 +17,13 @@
 //! first seen so) or, when unused and marked by the previous round at the
 //! same mod revision, judges it again under the allocator's lock of that
 //! key (its value keys listed again, so no agent is half way through
-//! taking it) and deletes it with [`SharedStore::delete_if_locked`], so a
-//! key written since the listing, or a lock lost, deletes nothing. Cilium
-//! takes the lock and lists the value keys for every identity every round;
-//! here only deletions cost requests. Two rounds apart (15 minutes by
+//! taking it: [`SharedStore::lock_and_list_keys`]) and deletes it with
+//! [`SharedStore::delete_if_locked_then_unlock`], so a key written since
+//! the listing, or a lock lost, deletes nothing. Cilium takes the lock and
+//! lists the value keys for every identity every round; here only
+//! deletions cost requests, two each on etcd (the listing rides on the
+//! transaction that takes the lock, the unlock on the one that deletes),
+//! instead of five. Two rounds apart (15 minutes by
 //! default) is far longer than an agent takes from the master key to its
 //! value key.
 //!
@@ -42,7 +45,7 @@ use crate::layout::{
     identity_lock_path, is_value_key_of, value_prefix, IDENTITY_ID_PREFIX, IDENTITY_VALUE_PREFIX,
 };
 use crate::limiter::RateLimiter;
-use crate::{HeldLock, KvError, SharedStore};
+use crate::{KvError, SharedStore};
 use decide::{classify, decide, Classified, IdRange, MasterKey, Verdict};
 
 /// How the identity GC runs.
@@ -209,7 +212,10 @@ impl<S: SharedStore + ?Sized> IdentityGc<S> {
         Ok(report)
     }
 
-    /// Judge a deletion candidate again under its lock, and unlock.
+    /// Judge a deletion candidate again under its lock, and unlock. Two
+    /// requests on etcd when no one holds the lock: its value keys are
+    /// listed in the transaction that takes it, and the delete gives it
+    /// back in the same transaction.
     async fn judge(
         &mut self,
         master: &MasterKey<'_>,
@@ -220,44 +226,29 @@ impl<S: SharedStore + ?Sized> IdentityGc<S> {
         // as long as we wait on the bucket. A key found used after all
         // wastes its token, which only slows the GC.
         self.paced().await;
-        let lock = self.store.lock(&identity_lock_path(master.id_text)).await?;
-        let judged = self.judge_locked(master, remembered, &lock).await;
-        // Unlock even when judging failed: the lock key would otherwise
-        // block agents until the lock lease or the lock sweeper ends it.
-        let unlocked = self.store.unlock(lock).await;
-        let outcome = judged?;
-        unlocked?;
-        Ok(outcome)
-    }
-
-    async fn judge_locked(
-        &self,
-        master: &MasterKey<'_>,
-        remembered: Option<i64>,
-        lock: &HeldLock,
-    ) -> Result<Outcome, KvError> {
         let prefix = value_prefix(master.labels);
-        let used = self
+        let (lock, listed) = self
             .store
-            .list_prefix(&prefix)
-            .await?
-            .iter()
-            .any(|kv| is_value_key_of(&prefix, &kv.key));
-        Ok(match decide(remembered, master.mod_revision, used) {
-            Verdict::KeepUsed => Outcome::KeptUsed,
-            Verdict::Mark { mod_revision } => Outcome::Marked(mod_revision),
+            .lock_and_list_keys(&identity_lock_path(master.id_text), &prefix)
+            .await?;
+        let used = listed.iter().any(|key| is_value_key_of(&prefix, key));
+        let outcome = match decide(remembered, master.mod_revision, used) {
             Verdict::Delete => {
-                if self
+                let deleted = self
                     .store
-                    .delete_if_locked(master.key, master.mod_revision, lock)
-                    .await?
-                {
+                    .delete_if_locked_then_unlock(master.key, master.mod_revision, lock)
+                    .await?;
+                return Ok(if deleted {
                     Outcome::Deleted
                 } else {
                     Outcome::Raced
-                }
+                });
             }
-        })
+            Verdict::KeepUsed => Outcome::KeptUsed,
+            Verdict::Mark { mod_revision } => Outcome::Marked(mod_revision),
+        };
+        self.store.unlock(lock).await?;
+        Ok(outcome)
     }
 
     /// The labels keys some node uses: every value key's labels part (all

@@ -86,4 +86,47 @@ pub trait SharedStore: Send + Sync {
         mod_revision: i64,
         lock: &HeldLock,
     ) -> Result<bool, KvError>;
+
+    /// Take the lock at `path`, and the names of the keys under `prefix`
+    /// as of a revision at which it was ours. On an error no lock is held.
+    /// By default the two calls; etcd reads the keys in the transaction
+    /// that takes the lock when no one is ahead (one request for both).
+    async fn lock_and_list_keys(
+        &self,
+        path: &str,
+        prefix: &str,
+    ) -> Result<(HeldLock, Vec<String>), KvError> {
+        let lock = self.lock(path).await?;
+        let mut keys = Vec::new();
+        match self
+            .visit_keys(prefix, &mut |key| keys.push(key.to_string()))
+            .await
+        {
+            Ok(()) => Ok((lock, keys)),
+            Err(error) => {
+                // Given back, or agents would wait for it until the lock
+                // lease or the lock sweeper ends it; the listing's error
+                // is the one to report.
+                let _ = self.unlock(lock).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// [`SharedStore::delete_if_locked`], then give the lock back, whether
+    /// or not the key was deleted (also when deleting failed); whether it
+    /// was deleted. By default the two calls; etcd does both in one
+    /// transaction.
+    async fn delete_if_locked_then_unlock(
+        &self,
+        key: &str,
+        mod_revision: i64,
+        lock: HeldLock,
+    ) -> Result<bool, KvError> {
+        let deleted = self.delete_if_locked(key, mod_revision, &lock).await;
+        let unlocked = self.unlock(lock).await;
+        let deleted = deleted?;
+        unlocked?;
+        Ok(deleted)
+    }
 }

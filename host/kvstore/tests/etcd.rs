@@ -159,6 +159,67 @@ async fn locks_queue_in_create_order_on_the_lock_lease() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_lock_comes_with_its_listing_and_goes_with_the_delete_one_request_each() {
+    let etcd = EtcdServer::start().await;
+    let agent = etcd.client().await;
+    let store = Arc::new(EtcdStore::connect(&etcd.config()).await.unwrap());
+    let path = identity_lock_path("300");
+    let prefix = value_prefix("k8s:a=b;");
+    let master = format!("{IDENTITY_ID_PREFIX}300");
+    agent.put(&master, b"k8s:a=b;".to_vec(), 0).await.unwrap();
+    agent
+        .put(&format!("{prefix}10.0.0.1"), b"300".to_vec(), 0)
+        .await
+        .unwrap();
+    let revision = agent.get(&master).await.unwrap().unwrap().mod_revision;
+    let locks_left = || async { agent.list(&format!("{path}/")).await.unwrap().keys.len() };
+
+    let sent = store.client().requests();
+    let (held, listed) = store.lock_and_list_keys(&path, &prefix).await.unwrap();
+    assert_eq!(store.client().requests() - sent, 1, "lock and listing");
+    assert_eq!(listed, [format!("{prefix}10.0.0.1")]);
+    assert!(
+        !store
+            .delete_if_locked_then_unlock(&master, revision - 1, held)
+            .await
+            .unwrap(),
+        "written since: not deleted"
+    );
+    assert_eq!(locks_left().await, 0, "the lock is given back all the same");
+
+    // Held by an agent: the listing is read once the agent is done.
+    let (_, agents) = agent_lock(&agent, &path).await;
+    let waiter = tokio::spawn({
+        let (store, path, prefix) = (store.clone(), path.clone(), prefix.clone());
+        async move { store.lock_and_list_keys(&path, &prefix).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiter.is_finished(), "waits behind the agent");
+    agent
+        .put(&format!("{prefix}10.0.0.2"), b"300".to_vec(), 0)
+        .await
+        .unwrap();
+    agent.delete(&agents).await.unwrap();
+    let (held, listed) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        listed,
+        [format!("{prefix}10.0.0.1"), format!("{prefix}10.0.0.2")],
+        "what the agent wrote under its lock"
+    );
+    let sent = store.client().requests();
+    assert!(store
+        .delete_if_locked_then_unlock(&master, revision, held)
+        .await
+        .unwrap());
+    assert_eq!(store.client().requests() - sent, 1, "delete and unlock");
+    assert!(agent.get(&master).await.unwrap().is_none());
+    assert_eq!(locks_left().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_whose_revision_was_compacted_relists_without_losing_a_delete() {
     let etcd = EtcdServer::start().await;
     let client = etcd.client().await;
@@ -232,7 +293,10 @@ async fn a_watch_broken_by_an_etcd_crash_relists_and_goes_on() {
 async fn agent_lock(client: &EtcdClient, path: &str) -> (i64, String) {
     let lease = client.raw().lease_grant(25, None).await.unwrap().id();
     let key = format!("{path}/{lease:x}");
-    client.create(&key, lease).await.unwrap();
+    client
+        .create_and_read(&key, lease, &format!("{path}/"), None)
+        .await
+        .unwrap();
     (lease, key)
 }
 

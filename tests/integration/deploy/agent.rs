@@ -1,10 +1,10 @@
 //! The node agent's objects (the chart's `agent.*`, kustomize's
 //! components/agent and components/agent-datapath): the DaemonSet holds
-//! NET_ADMIN and nothing else, or BPF, NET_ADMIN and PERFMON with the
-//! datapath, which also brings the node's bpffs (mounted HostToContainer),
-//! the object and bpffs settings, and ipam-cni chained after ptp in the
-//! installed conflist, in host/cni/README.md's form; its RBAC only the verbs
-//! the agent uses, the init container writes the plugin and the network
+//! NET_ADMIN and nothing else, or BPF and NET_ADMIN with the datapath,
+//! which also brings the node's bpffs (mounted HostToContainer), the object
+//! and bpffs settings, and ipam-cni chained after ptp in the installed
+//! conflist, in host/cni/README.md's form; its RBAC only the verbs the
+//! agent uses, the init container writes the plugin and the network
 //! configuration into the host's CNI directories, helm and kustomize agree,
 //! and the node-restriction ValidatingAdmissionPolicy is there when on,
 //! absent when off, and admits (by a model of its CEL, tied to the rendered
@@ -126,7 +126,7 @@ fn check_agent(what: &str, objects: &[Value], datapath: Option<&Datapath>) {
     // host/agent/tests/process/capabilities.rs runs the datapath with
     // exactly these, and shows it cannot load without any one of them.
     let capabilities: &[&str] = match datapath {
-        Some(_) => &["BPF", "NET_ADMIN", "PERFMON"],
+        Some(_) => &["BPF", "NET_ADMIN"],
         None => &["NET_ADMIN"],
     };
     check_locked_down(&format!("{what}: agent"), agent, capabilities);
@@ -561,11 +561,7 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
         find(&objects, "DaemonSet", "ipam-agent"),
         "spec.template.spec.containers.0",
     );
-    check_locked_down(
-        "datapath, no CNI install",
-        agent,
-        &["BPF", "NET_ADMIN", "PERFMON"],
-    );
+    check_locked_down("datapath, no CNI install", agent, &["BPF", "NET_ADMIN"]);
     check_datapath("datapath, no CNI install", agent, Some(&DEFAULT_DATAPATH));
 
     for (malformed, field) in [
@@ -608,11 +604,7 @@ fn check_agent_elsewhere(objects: &[Value], datapath: &Datapath) {
         "spec.template.spec",
     );
     let agent = get(pod, "containers.0");
-    check_locked_down(
-        "datapath elsewhere",
-        agent,
-        &["BPF", "NET_ADMIN", "PERFMON"],
-    );
+    check_locked_down("datapath elsewhere", agent, &["BPF", "NET_ADMIN"]);
     check_datapath("datapath elsewhere", agent, Some(datapath));
     assert_eq!(
         get(

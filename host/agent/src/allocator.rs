@@ -447,7 +447,12 @@ impl Allocator {
         }
         let mut inner = self.inner.lock().await;
         change.apply(&mut inner.node);
-        inner.pool = PoolIndex::new(&inner.node);
+        for (ip, entry) in &change.used {
+            inner.pool.note_used(ip, entry.is_some());
+        }
+        for (ip, state) in &change.release {
+            inner.pool.note_release(ip, state.is_some());
+        }
     }
 }
 

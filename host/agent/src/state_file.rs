@@ -57,24 +57,27 @@ pub enum StateFileError {
     },
 }
 
+/// The file's document. Read with owned strings (`S = String`); written
+/// from borrowed ones (`S = &str`), so a save copies no allocation's strings
+/// before serialising them.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct Document {
+struct Document<S> {
     version: u32,
-    allocations: Vec<Entry>,
+    allocations: Vec<Entry<S>>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct Entry {
-    ip: String,
-    container_id: String,
-    ifname: String,
-    owner: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    resource: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    host_ifname: Option<String>,
+struct Entry<S> {
+    ip: S,
+    container_id: S,
+    ifname: S,
+    owner: S,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource: Option<S>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host_ifname: Option<S>,
 }
 
 /// The state file in the agent's state directory.
@@ -116,7 +119,7 @@ impl StateFile {
     }
 
     fn parse(&self, bytes: &[u8]) -> Result<Saved, StateFileError> {
-        let document: Document =
+        let document: Document<String> =
             serde_json::from_slice(bytes).map_err(|source| StateFileError::Decode {
                 path: self.path.clone(),
                 source,
@@ -187,17 +190,19 @@ impl StateFile {
         allocations: &Allocations,
         host_veths: &HostVeths,
     ) -> Result<(), StateFileError> {
+        let ips: Vec<String> = allocations.keys().map(IpAddr::to_string).collect();
         let document = Document {
             version: VERSION,
             allocations: allocations
                 .iter()
-                .map(|(ip, a)| Entry {
-                    ip: ip.to_string(),
-                    container_id: a.holder.container_id.clone(),
-                    ifname: a.holder.ifname.clone(),
-                    owner: a.holder.owner.clone(),
-                    resource: a.resource.clone(),
-                    host_ifname: host_veths.get(ip).cloned(),
+                .zip(&ips)
+                .map(|((ip, a), ip_text)| Entry {
+                    ip: ip_text.as_str(),
+                    container_id: a.holder.container_id.as_str(),
+                    ifname: a.holder.ifname.as_str(),
+                    owner: a.holder.owner.as_str(),
+                    resource: a.resource.as_deref(),
+                    host_ifname: host_veths.get(ip).map(String::as_str),
                 })
                 .collect(),
         };

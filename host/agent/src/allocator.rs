@@ -87,8 +87,20 @@ struct Inner {
 }
 
 impl Inner {
-    fn save(&self, state: &StateFile) -> Result<(), StateFileError> {
-        state.save(&self.allocations, &self.host_veths)
+    /// Saves the allocations: encoded here, under the allocator's lock,
+    /// then written and fsynced on a blocking thread, so the runtime's
+    /// workers go on serving the socket, the watch and the publisher
+    /// meanwhile. The caller holds the lock until the file is durable, so
+    /// saves never overtake each other.
+    async fn save(&self, state: &StateFile) -> Result<(), StateFileError> {
+        let bytes = StateFile::encode(&self.allocations, &self.host_veths);
+        let writer = state.clone();
+        match tokio::task::spawn_blocking(move || writer.write(&bytes)).await {
+            Ok(written) => written,
+            // The write panicked or the runtime is shutting down: the file
+            // is in an unknown state, so the change is not answered.
+            Err(join) => Err(state.io(std::io::Error::other(join))),
+        }
     }
 }
 
@@ -176,7 +188,7 @@ impl Allocator {
         inner.allocations = kept;
         let held = inner.allocations.clone();
         inner.host_veths.retain(|ip, _| held.contains_key(ip));
-        inner.save(&self.state)?;
+        inner.save(&self.state).await?;
         let wanted = wanted_routes(&inner.node, &inner.allocations);
         self.routes
             .reconcile(&wanted)
@@ -242,7 +254,7 @@ impl Allocator {
                     resource: resource.clone(),
                 };
                 inner.allocations.insert(ip, allocation);
-                if let Err(error) = inner.save(&self.state) {
+                if let Err(error) = inner.save(&self.state).await {
                     inner.allocations.remove(&ip);
                     return Err(error.into());
                 }
@@ -304,7 +316,7 @@ impl Allocator {
                 removed_veths.push((*ip, veth));
             }
         }
-        if let Err(error) = inner.save(&self.state) {
+        if let Err(error) = inner.save(&self.state).await {
             inner.allocations.extend(removed);
             inner.host_veths.extend(removed_veths);
             return Err(error.into());
@@ -379,7 +391,7 @@ impl Allocator {
         tracing::info!(ip = %address, interface = host_ifname, ifindex, ?how, "endpoint attached");
         if inner.host_veths.get(&address).map(String::as_str) != Some(host_ifname) {
             inner.host_veths.insert(address, host_ifname.to_string());
-            inner.save(&self.state)?;
+            inner.save(&self.state).await?;
         }
         Ok(())
     }
@@ -399,7 +411,7 @@ impl Allocator {
             message: e.to_string(),
         })?;
         if inner.host_veths.remove(&ip).is_some() {
-            inner.save(&self.state)?;
+            inner.save(&self.state).await?;
         }
         Ok(())
     }

@@ -99,7 +99,7 @@ impl StateFile {
         &self.path
     }
 
-    fn io(&self, source: std::io::Error) -> StateFileError {
+    pub(crate) fn io(&self, source: std::io::Error) -> StateFileError {
         StateFileError::Io {
             path: self.path.clone(),
             source,
@@ -184,12 +184,18 @@ impl StateFile {
     }
 
     /// Replace the file with `allocations` (and the host veths of those
-    /// that have one), durably.
+    /// that have one), durably: [`StateFile::encode`] then
+    /// [`StateFile::write`].
     pub fn save(
         &self,
         allocations: &Allocations,
         host_veths: &HostVeths,
     ) -> Result<(), StateFileError> {
+        self.write(&Self::encode(allocations, host_veths))
+    }
+
+    /// The file's bytes for `allocations` and their host veths.
+    pub fn encode(allocations: &Allocations, host_veths: &HostVeths) -> Vec<u8> {
         let ips: Vec<String> = allocations.keys().map(IpAddr::to_string).collect();
         let document = Document {
             version: VERSION,
@@ -207,7 +213,12 @@ impl StateFile {
                 .collect(),
         };
         // Serialising plain strings cannot fail.
-        let bytes = serde_json::to_vec(&document).unwrap_or_default();
+        serde_json::to_vec(&document).unwrap_or_default()
+    }
+
+    /// Replace the file with `bytes` durably: a temporary file in the same
+    /// directory, fsync, rename over the file, fsync of the directory.
+    pub fn write(&self, bytes: &[u8]) -> Result<(), StateFileError> {
         let temporary = self.dir.join(format!(".{FILE_NAME}.tmp"));
         let mut file = OpenOptions::new()
             .write(true)
@@ -215,7 +226,7 @@ impl StateFile {
             .truncate(true)
             .open(&temporary)
             .map_err(|e| self.io(e))?;
-        file.write_all(&bytes).map_err(|e| self.io(e))?;
+        file.write_all(bytes).map_err(|e| self.io(e))?;
         file.sync_all().map_err(|e| self.io(e))?;
         drop(file);
         std::fs::rename(&temporary, &self.path).map_err(|e| self.io(e))?;

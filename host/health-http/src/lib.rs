@@ -2,7 +2,10 @@
 //! serves), `/readyz` (ready as the process defines it, through a watch
 //! channel), `/metrics` (OpenMetrics text from the process's registries,
 //! with `process_*` metrics read from /proc/self on every scrape). The
-//! operator and the node agent serve the same endpoints through this.
+//! operator and the node agent serve the same endpoints through this;
+//! [`probe::get`] asks them, as a kubelet's probe would.
+
+pub mod probe;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -224,5 +227,32 @@ mod tests {
         assert!(text.contains("process_cpu_seconds_total "), "{text}");
         assert_eq!(text.matches("# EOF").count(), 1);
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[tokio::test]
+    async fn served_endpoints_answer_a_probe() {
+        let (_ready_tx, ready) = watch::channel(false);
+        let endpoints = Endpoints::new(ready, Arc::new(|_: &mut String| {}));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, endpoints, async {
+            let _ = stopped.await;
+        }));
+        let probe = |path: &'static str| {
+            let address = address.clone();
+            tokio::task::spawn_blocking(move || probe::get(&address, path))
+        };
+        assert_eq!(
+            probe("/healthz").await.unwrap().map(|(code, _)| code),
+            Some(200)
+        );
+        assert_eq!(
+            probe("/readyz").await.unwrap().map(|(code, _)| code),
+            Some(503)
+        );
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+        assert_eq!(probe("/healthz").await.unwrap(), None, "nothing answers");
     }
 }

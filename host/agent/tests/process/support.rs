@@ -72,17 +72,7 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// `GET path` over HTTP/1.0: status and body, None if nothing answers.
-pub fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = std::net::TcpStream::connect(address).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((code, body))
-}
+pub use ipam_health_http::probe::get as http_get;
 
 /// One agent's files and addresses.
 pub struct AgentSetup {

@@ -1,22 +1,10 @@
 //! What both process tests need: a free port, a GET against the operator's
 //! endpoints, a kubeconfig for the fake API server.
 
-use std::io::{Read, Write};
 use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;
 
-/// `GET path` over HTTP/1.0; the status code and the body, or None when the
-/// operator does not answer (yet).
-pub fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = std::net::TcpStream::connect(address).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((code, body))
-}
+pub use ipam_health_http::probe::get as http_get;
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -242,9 +242,10 @@ impl NodeDatapath {
             .any(|(k, info)| *k != key && !info.is_host() && info.ifindex == ifindex);
         if !shared {
             inner.datapath.detach(ifindex)?;
-            if let Some(counters) = inner.datapath.counters(ifindex)? {
+            // The interface's last endpoint entry is gone (its traffic
+            // retired above): what is left to keep is its counter entry.
+            if let Some(counters) = inner.datapath.forget_counters(ifindex)? {
                 inner.retired.add(&counters);
-                inner.datapath.forget_counters(ifindex)?;
             }
         }
         tracing::info!(%ip, ifindex, "endpoint removed");

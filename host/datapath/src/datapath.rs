@@ -14,7 +14,7 @@ use agent_ebpf_common::{
 use aya::maps::{MapData, MapError, MapInfo, PerCpuHashMap, PerCpuValues};
 use aya::programs::links::{FdLink, LinkError, PinnedLink};
 use aya::programs::tc::{SchedClassifierLink, TcAttachOptions};
-use aya::programs::{LinkOrder, SchedClassifier, TcAttachType};
+use aya::programs::{LinkOrder, ProgramError, SchedClassifier, TcAttachType};
 use aya::sys::SyscallError;
 use aya::{Ebpf, EbpfLoader, TestRun, TestRunOptions};
 
@@ -133,14 +133,7 @@ impl Datapath {
                 });
             }
         }
-        let program: &mut SchedClassifier = ebpf
-            .program_mut(PROGRAM)
-            .ok_or(DatapathError::Missing {
-                what: "program",
-                name: PROGRAM,
-            })?
-            .try_into()
-            .map_err(|e| DatapathError::program(PROGRAM, e))?;
+        let program: &mut SchedClassifier = classifier(ebpf.program_mut(PROGRAM))?;
         program
             .load()
             .map_err(|e| DatapathError::program(format!("loading {PROGRAM}"), e))?;
@@ -159,17 +152,6 @@ impl Datapath {
         ))
     }
 
-    fn program_mut(&mut self) -> Result<&mut SchedClassifier, DatapathError> {
-        self.ebpf
-            .program_mut(PROGRAM)
-            .ok_or(DatapathError::Missing {
-                what: "program",
-                name: PROGRAM,
-            })?
-            .try_into()
-            .map_err(|e| DatapathError::program(PROGRAM, e))
-    }
-
     /// Attaches the program to `interface`'s ingress (a pod's host-side
     /// veth: what the pod sends) with a tcx link pinned under the pin
     /// folder, so it outlives this process. A link pinned there by an
@@ -179,7 +161,7 @@ impl Datapath {
         let ifindex = interface_index(interface)?;
         let pin = self.pins.link(ifindex);
         let what = format!("attaching {PROGRAM} to {interface} (ifindex {ifindex})");
-        let program = self.program_mut()?;
+        let program: &mut SchedClassifier = classifier(self.ebpf.program_mut(PROGRAM))?;
         match PinnedLink::from_pin(&pin) {
             Ok(pinned) => {
                 let link = SchedClassifierLink::try_from(FdLink::from(pinned)).map_err(|e| {
@@ -367,7 +349,7 @@ impl Datapath {
     /// endpoint entries on it. `None` when it has neither.
     pub fn counters(&self, ifindex: u32) -> Result<Option<EndpointCounters>, DatapathError> {
         let mut total = match self.counters.get(&ifindex, 0) {
-            Ok(per_cpu) => Some(sum(per_cpu.iter())),
+            Ok(per_cpu) => Some(sum(per_cpu.iter().map(|c| c.0))),
             Err(MapError::KeyNotFound) => None,
             Err(e) => {
                 return Err(DatapathError::map(
@@ -394,7 +376,7 @@ impl Datapath {
             by_interface
                 .entry(ifindex)
                 .or_insert(EndpointCounters::ZERO)
-                .add(&sum(per_cpu.iter()));
+                .add(&sum(per_cpu.iter().map(|c| c.0)));
         }
         for (_, info, traffic) in self.entries()? {
             if !info.is_host() {
@@ -407,15 +389,25 @@ impl Datapath {
         Ok(by_interface.into_iter().collect())
     }
 
-    /// Drops the counters of an interface that is gone; false if it had none.
-    pub fn forget_counters(&mut self, ifindex: u32) -> Result<bool, DatapathError> {
+    /// Drops the counter map entry of an interface that is gone. Returns
+    /// what it had counted, summed over CPUs (so a caller can keep it in its
+    /// totals), or `None` if there was no entry. The traffic of endpoint
+    /// entries on the interface is not in it: [`Datapath::remove_endpoint`]
+    /// hands that back.
+    pub fn forget_counters(
+        &mut self,
+        ifindex: u32,
+    ) -> Result<Option<EndpointCounters>, DatapathError> {
+        let what = || format!("removing the counters of ifindex {ifindex}");
+        let counted = match self.counters.get(&ifindex, 0) {
+            Ok(per_cpu) => sum(per_cpu.iter().map(|c| c.0)),
+            Err(MapError::KeyNotFound) => return Ok(None),
+            Err(e) => return Err(DatapathError::map(what(), e)),
+        };
         match self.counters.remove(&ifindex) {
-            Ok(()) => Ok(true),
-            Err(e) if is_not_found(&e) => Ok(false),
-            Err(e) => Err(DatapathError::map(
-                format!("removing the counters of ifindex {ifindex}"),
-                e,
-            )),
+            Ok(()) => Ok(Some(counted)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(DatapathError::map(what(), e)),
         }
     }
 
@@ -429,15 +421,7 @@ impl Datapath {
         ifindex: u32,
         repeat: u32,
     ) -> Result<TestRunOutcome, DatapathError> {
-        let program: &SchedClassifier = self
-            .ebpf
-            .program(PROGRAM)
-            .ok_or(DatapathError::Missing {
-                what: "program",
-                name: PROGRAM,
-            })?
-            .try_into()
-            .map_err(|e| DatapathError::program(PROGRAM, e))?;
+        let program: &SchedClassifier = classifier(self.ebpf.program(PROGRAM))?;
         let mut context = [0u8; SKB_IFINDEX_OFFSET + 4];
         context[SKB_IFINDEX_OFFSET..].copy_from_slice(&ifindex.to_ne_bytes());
         let result = program
@@ -475,19 +459,30 @@ fn is_not_found(error: &MapError) -> bool {
     }
 }
 
-/// An endpoint entry's traffic, summed over CPUs.
-fn traffic<'a>(per_cpu: impl Iterator<Item = &'a EntryPod>) -> EndpointCounters {
-    let mut total = EndpointCounters::ZERO;
-    for entry in per_cpu {
-        total.add(&entry.0.traffic());
-    }
-    total
+/// The program `Ebpf::program` or `Ebpf::program_mut` found, as the tc
+/// classifier it is.
+fn classifier<P, C>(program: Option<P>) -> Result<C, DatapathError>
+where
+    C: TryFrom<P, Error = ProgramError>,
+{
+    program
+        .ok_or(DatapathError::Missing {
+            what: "program",
+            name: PROGRAM,
+        })?
+        .try_into()
+        .map_err(|e| DatapathError::program(PROGRAM, e))
 }
 
-fn sum<'a>(per_cpu: impl Iterator<Item = &'a CountersPod>) -> EndpointCounters {
+/// An endpoint entry's traffic, summed over CPUs.
+fn traffic<'a>(per_cpu: impl Iterator<Item = &'a EntryPod>) -> EndpointCounters {
+    sum(per_cpu.map(|entry| entry.0.traffic()))
+}
+
+fn sum(per_cpu: impl Iterator<Item = EndpointCounters>) -> EndpointCounters {
     let mut total = EndpointCounters::ZERO;
     for counters in per_cpu {
-        total.add(&counters.0);
+        total.add(&counters);
     }
     total
 }
@@ -497,16 +492,12 @@ fn pinned_layout(path: &Path) -> Result<Option<MapLayout>, DatapathError> {
     if !path.exists() {
         return Ok(None);
     }
-    let info = MapInfo::from_pin(path).map_err(|source| DatapathError::PinnedMapInfo {
+    let unreadable = |source| DatapathError::PinnedMapInfo {
         path: path.to_path_buf(),
         source,
-    })?;
-    let map_type = info
-        .map_type()
-        .map_err(|source| DatapathError::PinnedMapInfo {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    };
+    let info = MapInfo::from_pin(path).map_err(unreadable)?;
+    let map_type = info.map_type().map_err(unreadable)?;
     Ok(Some(MapLayout {
         map_type: map_type as u32,
         key_size: info.key_size(),

@@ -3,8 +3,6 @@
 
 mod support;
 
-use std::net::IpAddr;
-
 use agent_ebpf_common::{COUNTERS_MAP, ENDPOINTS_MAP};
 use aya::maps::{HashMap, MapData, MapInfo};
 use ipam_datapath::{Datapath, EndpointInfo, MapLayout, MapOutcome, PinDir};
@@ -12,10 +10,6 @@ use support::*;
 
 /// `BPF_MAP_TYPE_HASH`, from the kernel's uapi.
 const BPF_MAP_TYPE_HASH: u32 = 1;
-
-fn ip(address: &str) -> IpAddr {
-    address.parse().expect("a test address")
-}
 
 #[test]
 fn a_map_pinned_with_another_value_size_is_detected_and_recreated() {

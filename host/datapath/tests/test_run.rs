@@ -3,8 +3,6 @@
 
 mod support;
 
-use std::net::IpAddr;
-
 use ipam_datapath::{Datapath, DropReason, EndpointCounters, EndpointInfo, PinDir};
 use support::*;
 
@@ -16,8 +14,17 @@ const POD_V6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7];
 const OTHER_POD_V4: [u8; 4] = [10, 0, 0, 8];
 const HOST_V4: [u8; 4] = [10, 0, 0, 1];
 
-fn ip(address: &str) -> IpAddr {
-    address.parse().expect("a test address")
+/// The program loaded with its maps pinned on `bpffs`, and `endpoints`
+/// written.
+fn load_with(bpffs: &TestBpffs, endpoints: &[(&str, EndpointInfo)]) -> Datapath {
+    let (mut datapath, _) =
+        Datapath::load(&object(), PinDir::new(bpffs.path())).expect("loading the program");
+    for (address, endpoint) in endpoints {
+        datapath
+            .set_endpoint(ip(address), *endpoint)
+            .expect("writing an endpoint");
+    }
+    datapath
 }
 
 fn counters(datapath: &Datapath, ifindex: u32) -> EndpointCounters {
@@ -34,17 +41,14 @@ fn each_pod_is_held_to_its_own_sources_and_counted() {
     let (ns, ifindexes) = namespace_with_veths("dp-verdicts", 2);
     let (pod, other_pod) = (ifindexes[0], ifindexes[1]);
     ns.run(|| {
-        let (mut datapath, _) =
-            Datapath::load(&object(), PinDir::new(bpffs.path())).expect("loading the program");
-        datapath
-            .set_endpoint(ip("10.0.0.7"), EndpointInfo::pod(pod, 1))
-            .expect("writing an endpoint");
-        datapath
-            .set_endpoint(ip("fd00::7"), EndpointInfo::pod(pod, 1))
-            .expect("writing an endpoint");
-        datapath
-            .set_endpoint(ip("10.0.0.8"), EndpointInfo::pod(other_pod, 2))
-            .expect("writing an endpoint");
+        let mut datapath = load_with(
+            &bpffs,
+            &[
+                ("10.0.0.7", EndpointInfo::pod(pod, 1)),
+                ("fd00::7", EndpointInfo::pod(pod, 1)),
+                ("10.0.0.8", EndpointInfo::pod(other_pod, 2)),
+            ],
+        );
         let sync = datapath
             .sync_host_addresses(&[ip("10.0.0.1")])
             .expect("syncing host addresses");
@@ -135,14 +139,13 @@ fn truncated_frames_are_dropped_as_malformed() {
     let (ns, ifindexes) = namespace_with_veths("dp-truncated", 1);
     let pod = ifindexes[0];
     ns.run(|| {
-        let (mut datapath, _) =
-            Datapath::load(&object(), PinDir::new(bpffs.path())).expect("loading the program");
-        datapath
-            .set_endpoint(ip("10.0.0.7"), EndpointInfo::pod(pod, 1))
-            .expect("writing an endpoint");
-        datapath
-            .set_endpoint(ip("fd00::7"), EndpointInfo::pod(pod, 1))
-            .expect("writing an endpoint");
+        let datapath = load_with(
+            &bpffs,
+            &[
+                ("10.0.0.7", EndpointInfo::pod(pod, 1)),
+                ("fd00::7", EndpointInfo::pod(pod, 1)),
+            ],
+        );
         let whole_v4 = ipv4_udp(POD_V4);
         let whole_v6 = ipv6(POD_V6, 58, &[128, 0, 0, 0]);
         let mut bad_ihl = ipv4_udp(POD_V4);
@@ -189,11 +192,7 @@ fn removed_endpoints_and_host_addresses_stop_passing() {
     let (ns, ifindexes) = namespace_with_veths("dp-removed", 1);
     let pod = ifindexes[0];
     ns.run(|| {
-        let (mut datapath, _) =
-            Datapath::load(&object(), PinDir::new(bpffs.path())).expect("loading the program");
-        datapath
-            .set_endpoint(ip("10.0.0.7"), EndpointInfo::pod(pod, 1))
-            .expect("writing an endpoint");
+        let mut datapath = load_with(&bpffs, &[("10.0.0.7", EndpointInfo::pod(pod, 1))]);
         datapath
             .sync_host_addresses(&[ip("10.0.0.1"), ip("10.0.0.2")])
             .expect("syncing host addresses");
@@ -234,8 +233,12 @@ fn removed_endpoints_and_host_addresses_stop_passing() {
             2
         );
 
-        assert!(datapath.forget_counters(pod).unwrap());
+        // With no endpoint entry left on it, the interface's counters are
+        // its counter entry's, and forgetting it hands them back.
+        let last = counters(&datapath, pod);
+        assert_eq!(datapath.forget_counters(pod).unwrap(), Some(last));
         assert_eq!(datapath.counters(pod).unwrap(), None);
+        assert_eq!(datapath.forget_counters(pod).unwrap(), None);
     })
     .expect("entering the namespace");
 }

@@ -247,15 +247,7 @@ pub fn spoof(pod: &NetNs) {
 }
 
 pub fn tcx_programs(node: &NodeNs, interface: &str) -> usize {
-    let interface = interface.to_string();
-    node.ns
-        .run(move || {
-            SchedClassifier::query_tcx(&interface, TcAttachType::Ingress)
-                .expect("querying tcx")
-                .1
-                .len()
-        })
-        .expect("netns")
+    tcx_program_ids(node, interface).len()
 }
 
 #[tokio::test(flavor = "multi_thread")]

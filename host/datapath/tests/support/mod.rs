@@ -5,6 +5,7 @@
 
 pub mod raw_frame;
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use ipam_datapath::{ensure_bpffs, Bpffs};
@@ -93,6 +94,10 @@ pub fn namespace_with_veths(prefix: &str, pairs: usize) -> (NetNs, Vec<u32>) {
         })
         .expect("entering the namespace");
     (ns, indexes)
+}
+
+pub fn ip(address: &str) -> IpAddr {
+    address.parse().expect("a test address")
 }
 
 pub fn ethernet(ether_type: u16, payload: &[u8]) -> Vec<u8> {

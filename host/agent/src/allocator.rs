@@ -185,9 +185,8 @@ impl Allocator {
             freed,
             outside_pool,
         } = restore(saved, &inner.node, live_pods);
+        inner.host_veths.retain(|ip, _| kept.contains_key(ip));
         inner.allocations = kept;
-        let held = inner.allocations.clone();
-        inner.host_veths.retain(|ip, _| held.contains_key(ip));
         inner.save(&self.state).await?;
         let wanted = wanted_routes(&inner.node, &inner.allocations);
         self.routes
@@ -202,8 +201,7 @@ impl Allocator {
                 .allocations
                 .iter()
                 .map(|(ip, allocation)| {
-                    let number = placement(&inner.node, allocation.resource.as_deref(), *ip)
-                        .map_or(0, |placed| placed.interface_number);
+                    let number = interface_number(&inner.node, allocation, *ip);
                     (*ip, inner.host_veths.get(ip).map(String::as_str), number)
                 })
                 .collect();
@@ -305,15 +303,13 @@ impl Allocator {
             return Ok(());
         }
         let mut removed = Vec::new();
+        let mut removed_veths = Vec::new();
         for ip in ips {
             if let Some(allocation) = inner.allocations.remove(ip) {
                 removed.push((*ip, allocation));
-            }
-        }
-        let mut removed_veths = Vec::new();
-        for (ip, _) in &removed {
-            if let Some(veth) = inner.host_veths.remove(ip) {
-                removed_veths.push((*ip, veth));
+                if let Some(veth) = inner.host_veths.remove(ip) {
+                    removed_veths.push((*ip, veth));
+                }
             }
         }
         if let Err(error) = inner.save(&self.state).await {
@@ -376,12 +372,9 @@ impl Allocator {
         let Some(datapath) = &self.datapath else {
             return Ok(());
         };
-        let resource = inner
-            .allocations
-            .get(&address)
-            .and_then(|a| a.resource.as_deref());
-        let interface_number =
-            placement(&inner.node, resource, address).map_or(0, |placed| placed.interface_number);
+        let interface_number = inner.allocations.get(&address).map_or(0, |allocation| {
+            interface_number(&inner.node, allocation, address)
+        });
         let (ifindex, how) = datapath
             .attach(address, host_ifname, interface_number)
             .map_err(|e| AllocatorError::Datapath {
@@ -466,6 +459,12 @@ impl Allocator {
             inner.pool.note_release(ip, state.is_some());
         }
     }
+}
+
+/// The number of the interface `ip` lives on, as the datapath keys its
+/// endpoints (0, the primary, when the node does not place it).
+fn interface_number(node: &CiliumNode, allocation: &Allocation, ip: IpAddr) -> u32 {
+    placement(node, allocation.resource.as_deref(), ip).map_or(0, |placed| placed.interface_number)
 }
 
 #[cfg(test)]

@@ -88,6 +88,14 @@ fn failed(error: &AllocatorError) -> AgentResponse {
     AgentResponse::Failed(CniError::new(error.cni_code(), error.to_string(), ""))
 }
 
+/// `done`, or the failure.
+fn done(result: Result<(), AllocatorError>) -> AgentResponse {
+    match result {
+        Ok(()) => AgentResponse::Done,
+        Err(error) => failed(&error),
+    }
+}
+
 fn command(request: &AgentRequest) -> &'static str {
     match request {
         AgentRequest::Add { .. } => "ADD",
@@ -121,13 +129,11 @@ pub async fn answer(allocator: &Allocator, request: AgentRequest) -> AgentRespon
                 Err(error) => failed(&error),
             }
         }
-        AgentRequest::Del { attachment } => match allocator
-            .del(attachment.container_id.as_str(), attachment.ifname.as_str())
-            .await
-        {
-            Ok(()) => AgentResponse::Done,
-            Err(error) => failed(&error),
-        },
+        AgentRequest::Del { attachment } => done(
+            allocator
+                .del(attachment.container_id.as_str(), attachment.ifname.as_str())
+                .await,
+        ),
         AgentRequest::Check { attachment } => match allocator
             .check(attachment.container_id.as_str(), attachment.ifname.as_str())
             .await
@@ -159,25 +165,21 @@ pub async fn answer(allocator: &Allocator, request: AgentRequest) -> AgentRespon
             attachment,
             host_ifname,
             address,
-        } => match allocator
-            .attach(
-                attachment.container_id.as_str(),
-                attachment.ifname.as_str(),
-                host_ifname.as_str(),
-                address,
-            )
-            .await
-        {
-            Ok(()) => AgentResponse::Done,
-            Err(error) => failed(&error),
-        },
-        AgentRequest::Detach { attachment } => match allocator
-            .detach(attachment.container_id.as_str(), attachment.ifname.as_str())
-            .await
-        {
-            Ok(()) => AgentResponse::Done,
-            Err(error) => failed(&error),
-        },
+        } => done(
+            allocator
+                .attach(
+                    attachment.container_id.as_str(),
+                    attachment.ifname.as_str(),
+                    host_ifname.as_str(),
+                    address,
+                )
+                .await,
+        ),
+        AgentRequest::Detach { attachment } => done(
+            allocator
+                .detach(attachment.container_id.as_str(), attachment.ifname.as_str())
+                .await,
+        ),
         // The socket is served only once the agent has restored and
         // registered: serving is being ready.
         AgentRequest::Status => AgentResponse::Done,

@@ -17,8 +17,9 @@ use std::net::IpAddr;
 use crate::config::{field, ipam_config, object_and_version, ConfigError, IpamConfig, RawIpam};
 use crate::env::{Command, Invocation};
 use crate::names::IfName;
+use crate::plugin::out_of_protocol;
 use crate::protocol::{AgentRequest, AgentResponse, Attachment};
-use crate::result::{code, CniError};
+use crate::result::CniError;
 use crate::version::CniVersion;
 
 /// Which step a configuration makes the plugin.
@@ -136,19 +137,13 @@ pub fn request_for(invocation: &Invocation, config: &DatapathConfig) -> Option<A
         Invocation::Add(attach) => {
             let (host_ifname, address) = config.endpoint.clone()?;
             Some(AgentRequest::Attach {
-                attachment: Attachment {
-                    container_id: attach.container_id.clone(),
-                    ifname: attach.ifname.clone(),
-                },
+                attachment: Attachment::of(&attach.container_id, &attach.ifname),
                 host_ifname,
                 address,
             })
         }
         Invocation::Del(detach) => Some(AgentRequest::Detach {
-            attachment: Attachment {
-                container_id: detach.container_id.clone(),
-                ifname: detach.ifname.clone(),
-            },
+            attachment: Attachment::of(&detach.container_id, &detach.ifname),
         }),
         Invocation::Status => Some(AgentRequest::Status),
         Invocation::Check(_) | Invocation::Gc | Invocation::Version => None,
@@ -166,11 +161,7 @@ pub fn answer(
         (_, AgentResponse::Failed(error)) => Err(error),
         (AgentRequest::Attach { .. }, AgentResponse::Done) => Ok(config.prev_result.clone()),
         (AgentRequest::Detach { .. } | AgentRequest::Status, AgentResponse::Done) => Ok(None),
-        (request, response) => Err(CniError::new(
-            code::AGENT_PROTOCOL,
-            "ipam agent answered out of protocol",
-            format!("answer {response:?} does not fit request {request:?}"),
-        )),
+        (request, response) => Err(out_of_protocol(request, &response)),
     }
 }
 
@@ -179,6 +170,7 @@ mod tests {
     use super::*;
     use crate::config::{DEFAULT_SOCKET, DEFAULT_TIMEOUT};
     use crate::env::{Attach, CniArgs, Detach};
+    use crate::result::code;
     use serde_json::json;
 
     fn ptp_result() -> Value {

@@ -11,24 +11,15 @@ use crate::result::{code, CniError, IpamResult};
 pub fn request_for(invocation: &Invocation, config: &NetworkConfig) -> Option<AgentRequest> {
     Some(match invocation {
         Invocation::Add(attach) => AgentRequest::Add {
-            attachment: Attachment {
-                container_id: attach.container_id.clone(),
-                ifname: attach.ifname.clone(),
-            },
+            attachment: Attachment::of(&attach.container_id, &attach.ifname),
             netns: attach.netns.clone(),
             pod: attach.args.pod(),
         },
         Invocation::Check(attach) => AgentRequest::Check {
-            attachment: Attachment {
-                container_id: attach.container_id.clone(),
-                ifname: attach.ifname.clone(),
-            },
+            attachment: Attachment::of(&attach.container_id, &attach.ifname),
         },
         Invocation::Del(detach) => AgentRequest::Del {
-            attachment: Attachment {
-                container_id: detach.container_id.clone(),
-                ifname: detach.ifname.clone(),
-            },
+            attachment: Attachment::of(&detach.container_id, &detach.ifname),
         },
         Invocation::Gc => AgentRequest::Gc {
             valid: config.valid_attachments.clone().unwrap_or_default(),
@@ -76,12 +67,17 @@ pub fn answer(
             AgentRequest::Del { .. } | AgentRequest::Gc { .. } | AgentRequest::Status,
             AgentResponse::Done,
         ) => Ok(None),
-        (request, response) => Err(CniError::new(
-            code::AGENT_PROTOCOL,
-            "ipam agent answered out of protocol",
-            format!("answer {response:?} does not fit request {request:?}"),
-        )),
+        (request, response) => Err(out_of_protocol(request, &response)),
     }
+}
+
+/// The error for an answer that does not fit its request (of either step).
+pub(crate) fn out_of_protocol(request: &AgentRequest, response: &AgentResponse) -> CniError {
+    CniError::new(
+        code::AGENT_PROTOCOL,
+        "ipam agent answered out of protocol",
+        format!("answer {response:?} does not fit request {request:?}"),
+    )
 }
 
 #[cfg(test)]

@@ -53,6 +53,16 @@ pub struct Attachment {
     pub ifname: IfName,
 }
 
+impl Attachment {
+    /// The attachment of an invocation's container and interface.
+    pub fn of(container_id: &ContainerId, ifname: &IfName) -> Self {
+        Self {
+            container_id: container_id.clone(),
+            ifname: ifname.clone(),
+        }
+    }
+}
+
 /// The Kubernetes pod a container belongs to, from CNI_ARGS.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodRef {

@@ -77,9 +77,9 @@ impl PoolIndex {
     /// Pool and status keys that are not addresses are skipped.
     pub fn new(node: &CiliumNode) -> Self {
         let status = &node.status.ipam;
-        let parsed = |keys: &mut dyn Iterator<Item = &String>| -> BTreeSet<IpAddr> {
+        fn parsed<'a>(keys: impl Iterator<Item = &'a String>) -> BTreeSet<IpAddr> {
             keys.filter_map(|ip| ip.parse().ok()).collect()
-        };
+        }
         Self {
             candidates: node
                 .spec
@@ -89,8 +89,8 @@ impl PoolIndex {
                 .filter(|(_, entry)| entry.owner.as_deref().is_none_or(str::is_empty))
                 .filter_map(|(ip, entry)| Some((ip.parse().ok()?, entry.resource.clone())))
                 .collect(),
-            used: parsed(&mut status.used.keys()),
-            in_handshake: parsed(&mut status.release_ips.keys()),
+            used: parsed(status.used.keys()),
+            in_handshake: parsed(status.release_ips.keys()),
             pool_size: node.spec.ipam.pool.len(),
         }
     }
@@ -148,12 +148,6 @@ impl PoolIndex {
             },
         }
     }
-}
-
-/// The address for an ADD of `holder` on `node` (indexing the pool for this
-/// one choice; an allocator that chooses often keeps a [`PoolIndex`]).
-pub fn choose(node: &CiliumNode, allocations: &Allocations, holder: &Holder) -> Choice {
-    PoolIndex::new(node).choose(allocations, holder)
 }
 
 /// The addresses a CNI GC frees: those whose attachment is not in `valid`.
@@ -221,6 +215,11 @@ mod tests {
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()
+    }
+
+    /// One choice over a freshly indexed pool.
+    fn choose(node: &CiliumNode, allocations: &Allocations, holder: &Holder) -> Choice {
+        PoolIndex::new(node).choose(allocations, holder)
     }
 
     fn allocated(ips: &[(&str, &str)]) -> Allocations {

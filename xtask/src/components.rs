@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::{build_cache, component_cache, repo_root, run, setup};
+use crate::setup::{self, Toolchain};
+use crate::{build_cache, component_cache, repo_root, run};
 
 const TARGET: &str = "wasm32-wasip2";
 
@@ -70,91 +71,55 @@ const CACHED: &[Cached] = &[
 const DEBIAN_RUSTFLAGS: &str =
     "-L /usr/lib/wasm32-wasi -Clink-self-contained=no -Clink-arg=--wasm-ld-path=/usr/bin/wasm-ld-19";
 
-enum Toolchain {
-    Rustup,
-    Debian,
-}
-
 fn choose_toolchain() -> Result<Toolchain, String> {
-    let choice = std::env::var("IPAM_WASM_TOOLCHAIN").unwrap_or_else(|_| "auto".into());
-    match choice.as_str() {
-        "rustup" if setup::try_rustup_target(TARGET) => Ok(Toolchain::Rustup),
-        "rustup" => Err(format!("rustup cannot provide the {TARGET} target")),
-        "debian" => Ok(Toolchain::Debian),
-        "auto" if setup::try_rustup_target(TARGET) => Ok(Toolchain::Rustup),
-        "auto" => {
-            eprintln!(
-                "xtask: rustup has no {TARGET} std; using Debian's rustc-web with -Zbuild-std"
-            );
-            Ok(Toolchain::Debian)
-        }
-        other => Err(format!(
-            "IPAM_WASM_TOOLCHAIN={other}: expected auto, rustup or debian"
-        )),
-    }
+    Toolchain::choose("IPAM_WASM_TOOLCHAIN", &format!("the {TARGET} std"), || {
+        setup::try_rustup_target(TARGET)
+    })
 }
 
 fn providers_dir() -> PathBuf {
     repo_root().join("providers")
 }
 
+/// The target directory of a toolchain's builds, in the build cache.
+fn target_root(toolchain: &Toolchain) -> PathBuf {
+    build_cache().join(match toolchain {
+        Toolchain::Rustup => "wasm-target-rustup",
+        Toolchain::Debian => "wasm-target-debian",
+    })
+}
+
 /// A cargo command for the providers workspace, for wasm32-wasip2.
 fn wasm_cargo(toolchain: &Toolchain, subcommand: &str) -> Result<Command, String> {
-    let mut cargo = match toolchain {
-        Toolchain::Rustup => {
-            let mut cargo = Command::new("cargo");
-            cargo
-                .arg(subcommand)
-                .args(["--release", "--target", TARGET]);
-            cargo.env("CARGO_TARGET_DIR", build_cache().join("wasm-target-rustup"));
-            cargo
-        }
-        Toolchain::Debian => {
-            setup::ensure_debian_packages(DEBIAN_PACKAGES)?;
-            let mut cargo = Command::new("/usr/bin/cargo");
-            cargo.arg(subcommand).args([
-                "--release",
-                "--target",
-                TARGET,
-                "-Zbuild-std=std,panic_abort",
-            ]);
-            cargo
-                .env("RUSTC", "/usr/bin/rustc")
-                .env("RUSTC_BOOTSTRAP", "1")
-                .env("RUSTFLAGS", DEBIAN_RUSTFLAGS)
-                .env("CARGO_TARGET_DIR", build_cache().join("wasm-target-debian"))
-                .env_remove("RUSTUP_TOOLCHAIN")
-                .env_remove("CARGO");
-            cargo
-        }
-    };
-    cargo.current_dir(providers_dir());
+    let mut cargo = toolchain.cargo(DEBIAN_PACKAGES)?;
+    cargo
+        .current_dir(providers_dir())
+        .arg(subcommand)
+        .args(["--release", "--target", TARGET])
+        .env("CARGO_TARGET_DIR", target_root(toolchain));
+    if let Toolchain::Debian = toolchain {
+        cargo
+            .arg("-Zbuild-std=std,panic_abort")
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env("RUSTFLAGS", DEBIAN_RUSTFLAGS);
+    }
     Ok(cargo)
 }
 
 /// What identifies the toolchain's output, for the component cache key.
 fn toolchain_identity(toolchain: &Toolchain) -> Result<String, String> {
-    let (rustc, flags) = match toolchain {
-        Toolchain::Rustup => ("rustc", "rustup"),
-        Toolchain::Debian => ("/usr/bin/rustc", DEBIAN_RUSTFLAGS),
+    let flags = match toolchain {
+        Toolchain::Rustup => "rustup",
+        Toolchain::Debian => DEBIAN_RUSTFLAGS,
     };
-    let output = Command::new(rustc)
-        .arg("-vV")
-        .current_dir(providers_dir())
-        .output()
-        .map_err(|e| format!("{rustc} -vV: {e}"))?;
     Ok(format!(
         "{}\n{flags}",
-        String::from_utf8_lossy(&output.stdout)
+        toolchain.rustc_version(&providers_dir())?
     ))
 }
 
 fn target_dir(toolchain: &Toolchain) -> PathBuf {
-    let name = match toolchain {
-        Toolchain::Rustup => "wasm-target-rustup",
-        Toolchain::Debian => "wasm-target-debian",
-    };
-    build_cache().join(name).join(TARGET).join("release")
+    target_root(toolchain).join(TARGET).join("release")
 }
 
 /// Where the host's tests and CLI look for components.

@@ -12,7 +12,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::{build_cache, component_cache, repo_root, run, setup};
+use crate::setup::{self, Toolchain};
+use crate::{build_cache, component_cache, repo_root, run};
 
 const TARGET: &str = "bpfel-unknown-none";
 const PACKAGE: &str = "agent-ebpf";
@@ -33,26 +34,12 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// Debian's Rust for where rustup cannot add rust-src.
 const DEBIAN_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"];
 
-enum Toolchain {
-    Rustup,
-    Debian,
-}
-
 fn choose_toolchain() -> Result<Toolchain, String> {
-    let choice = std::env::var("IPAM_EBPF_TOOLCHAIN").unwrap_or_else(|_| "auto".into());
-    match choice.as_str() {
-        "rustup" if setup::try_rustup_component("rust-src") => Ok(Toolchain::Rustup),
-        "rustup" => Err("rustup cannot provide rust-src".into()),
-        "debian" => Ok(Toolchain::Debian),
-        "auto" if setup::try_rustup_component("rust-src") => Ok(Toolchain::Rustup),
-        "auto" => {
-            eprintln!("xtask: rustup has no rust-src; using Debian's rustc-web and rust-web-src");
-            Ok(Toolchain::Debian)
-        }
-        other => Err(format!(
-            "IPAM_EBPF_TOOLCHAIN={other}: expected auto, rustup or debian"
-        )),
-    }
+    Toolchain::choose(
+        "IPAM_EBPF_TOOLCHAIN",
+        "rust-src",
+        setup::try_rustup_rust_src,
+    )
 }
 
 fn ebpf_dir() -> PathBuf {
@@ -77,18 +64,7 @@ fn bpf_linker_root() -> PathBuf {
 
 /// A cargo command in `agent-ebpf/` for the BPF target.
 fn bpf_cargo(toolchain: &Toolchain, subcommand: &str) -> Result<Command, String> {
-    let mut cargo = match toolchain {
-        Toolchain::Rustup => Command::new("cargo"),
-        Toolchain::Debian => {
-            setup::ensure_debian_packages(DEBIAN_PACKAGES)?;
-            let mut cargo = Command::new("/usr/bin/cargo");
-            cargo
-                .env("RUSTC", "/usr/bin/rustc")
-                .env_remove("RUSTUP_TOOLCHAIN")
-                .env_remove("CARGO");
-            cargo
-        }
-    };
+    let mut cargo = toolchain.cargo(DEBIAN_PACKAGES)?;
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut paths = vec![bpf_linker_root().join("bin")];
     paths.extend(std::env::split_paths(&path));
@@ -107,16 +83,8 @@ fn bpf_cargo(toolchain: &Toolchain, subcommand: &str) -> Result<Command, String>
 /// What identifies the toolchain's output, for the cache key; fails when
 /// its LLVM is not the one bpf-linker is built for.
 fn toolchain_identity(toolchain: &Toolchain) -> Result<String, String> {
-    let rustc = match toolchain {
-        Toolchain::Rustup => "rustc",
-        Toolchain::Debian => "/usr/bin/rustc",
-    };
-    let output = Command::new(rustc)
-        .arg("-vV")
-        .current_dir(ebpf_dir())
-        .output()
-        .map_err(|e| format!("{rustc} -vV: {e}"))?;
-    let version = String::from_utf8_lossy(&output.stdout).into_owned();
+    let rustc = toolchain.rustc();
+    let version = toolchain.rustc_version(&ebpf_dir())?;
     let llvm = version
         .lines()
         .find_map(|line| line.strip_prefix("LLVM version: "))

@@ -33,31 +33,94 @@ pub fn try_rustup_target(target: &str) -> bool {
     succeeds(Command::new("rustup").args(["target", "add", target])) && rustup_has_target(target)
 }
 
-/// Whether the active toolchain has rust-src (what `-Zbuild-std` builds).
-fn has_rust_src() -> bool {
-    Command::new("rustc")
-        .args(["--print", "sysroot"])
-        .output()
-        .map(|o| {
-            Path::new(String::from_utf8_lossy(&o.stdout).trim())
-                .join("lib/rustlib/src/rust/library/core")
-                .is_dir()
-        })
-        .unwrap_or(false)
-}
-
-/// The component (rust-src) from rustup, adding it if rustup can; false if
-/// it cannot.
-pub fn try_rustup_component(component: &str) -> bool {
-    let present = || match component {
-        "rust-src" => has_rust_src(),
-        _ => false,
+/// rust-src (what `-Zbuild-std` builds) in the active toolchain, adding it
+/// with rustup if it can; false if it cannot.
+pub fn try_rustup_rust_src() -> bool {
+    let present = || {
+        Command::new("rustc")
+            .args(["--print", "sysroot"])
+            .output()
+            .is_ok_and(|o| {
+                Path::new(String::from_utf8_lossy(&o.stdout).trim())
+                    .join("lib/rustlib/src/rust/library/core")
+                    .is_dir()
+            })
     };
     if present() {
         return true;
     }
-    eprintln!("xtask: adding the {component} component with rustup");
-    succeeds(Command::new("rustup").args(["component", "add", component])) && present()
+    eprintln!("xtask: adding the rust-src component with rustup");
+    succeeds(Command::new("rustup").args(["component", "add", "rust-src"])) && present()
+}
+
+/// Where a cross build's Rust comes from (the provider components, the eBPF
+/// program): rustup's, or Debian's rustc-web where rustup cannot provide
+/// what the build needs.
+pub enum Toolchain {
+    Rustup,
+    Debian,
+}
+
+impl Toolchain {
+    /// The toolchain `variable` asks for (auto, rustup or debian; auto when
+    /// unset): rustup's if `rustup_provides` (which may install `needs`),
+    /// else, on auto, Debian's.
+    pub fn choose(
+        variable: &str,
+        needs: &str,
+        rustup_provides: impl Fn() -> bool,
+    ) -> Result<Self, String> {
+        let choice = std::env::var(variable).unwrap_or_else(|_| "auto".into());
+        match choice.as_str() {
+            "rustup" | "auto" if rustup_provides() => Ok(Toolchain::Rustup),
+            "rustup" => Err(format!("rustup cannot provide {needs}")),
+            "debian" => Ok(Toolchain::Debian),
+            "auto" => {
+                eprintln!("xtask: rustup cannot provide {needs}; using Debian's rustc-web");
+                Ok(Toolchain::Debian)
+            }
+            other => Err(format!(
+                "{variable}={other}: expected auto, rustup or debian"
+            )),
+        }
+    }
+
+    pub fn rustc(&self) -> &'static str {
+        match self {
+            Toolchain::Rustup => "rustc",
+            Toolchain::Debian => "/usr/bin/rustc",
+        }
+    }
+
+    /// `rustc -vV` in `dir` (where a rustup override would apply), for a
+    /// build cache key.
+    pub fn rustc_version(&self, dir: &Path) -> Result<String, String> {
+        let rustc = self.rustc();
+        let output = Command::new(rustc)
+            .arg("-vV")
+            .current_dir(dir)
+            .output()
+            .map_err(|e| format!("{rustc} -vV: {e}"))?;
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// This toolchain's cargo: Debian's with Debian's rustc (after
+    /// installing `debian_packages`, its Rust and what the build needs
+    /// beside it) whatever rustup the caller runs under.
+    pub fn cargo(&self, debian_packages: &[&str]) -> Result<Command, String> {
+        Ok(match self {
+            Toolchain::Rustup => Command::new("cargo"),
+            Toolchain::Debian => {
+                ensure_debian_packages(debian_packages)?;
+                let mut cargo = Command::new("/usr/bin/cargo");
+                cargo
+                    .env("RUSTC", self.rustc())
+                    .env_remove("RUSTUP_TOOLCHAIN")
+                    .env_remove("CARGO");
+                cargo
+            }
+        })
+    }
 }
 
 pub fn ensure_rustup_components(components: &[&str]) -> Result<(), String> {

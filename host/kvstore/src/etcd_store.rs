@@ -116,21 +116,19 @@ impl EtcdStore {
             }
             Ok(keys)
         };
-        match tokio::time::timeout(LOCK_WAIT, after_our_turn).await {
-            Ok(Ok(keys)) => Ok((lock, keys)),
-            Ok(Err(error)) => {
-                let _ = self.client.delete(&lock.key).await;
-                Err(error)
-            }
-            Err(_) => {
-                let _ = self.client.delete(&lock.key).await;
+        let waited = tokio::time::timeout(LOCK_WAIT, after_our_turn)
+            .await
+            .unwrap_or_else(|_| {
                 Err(KvError::Timeout {
                     operation: "lock",
                     key: path.to_string(),
                     seconds: LOCK_WAIT.as_secs(),
                 })
-            }
+            });
+        if waited.is_err() {
+            let _ = self.client.delete(&lock.key).await;
         }
+        waited.map(|keys| (lock, keys))
     }
 
     /// Wait until no key under `path/` was created before ours.

@@ -281,6 +281,17 @@ fn readme_chained_plugins() -> serde_json::Value {
     conflist["plugins"].clone()
 }
 
+/// The conflist the agent's CNI ConfigMap carries.
+fn installed_conflist(objects: &[Value]) -> serde_json::Value {
+    serde_json::from_str(
+        get(find(objects, "ConfigMap", "ipam-agent-cni"), "data")
+            .get("05-ipam.conflist")
+            .and_then(Value::as_str)
+            .expect("the conflist"),
+    )
+    .expect("the conflist is JSON")
+}
+
 /// The init container copies ipam-cni and the network configuration beside
 /// their targets in the host's CNI directories and renames them over the
 /// targets; the configuration names ipam-cni with the agent's socket.
@@ -354,13 +365,7 @@ fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str, d
         ],
         "{what}"
     );
-    let conflist: serde_json::Value = serde_json::from_str(
-        get(config, "data")
-            .get("05-ipam.conflist")
-            .and_then(Value::as_str)
-            .expect("the conflist"),
-    )
-    .expect("the conflist is JSON");
+    let conflist = installed_conflist(objects);
     assert_eq!(conflist["cniVersion"], "1.0.0");
     assert_eq!(conflist["plugins"][0]["type"], "ptp", "{what}");
     assert_eq!(conflist["plugins"][0]["ipam"]["type"], "ipam-cni");
@@ -450,14 +455,10 @@ fn the_agent_is_least_privilege_and_helm_and_kustomize_agree() {
         Some(&DEFAULT_DATAPATH),
     );
     // The conflist installed is the one host/cni/README.md documents.
-    let conflist: serde_json::Value = serde_json::from_str(
-        get(find(&helm, "ConfigMap", "ipam-agent-cni"), "data")
-            .get("05-ipam.conflist")
-            .and_then(Value::as_str)
-            .expect("the conflist"),
-    )
-    .expect("the conflist is JSON");
-    assert_eq!(conflist["plugins"], readme_chained_plugins());
+    assert_eq!(
+        installed_conflist(&helm)["plugins"],
+        readme_chained_plugins()
+    );
     assert_same(helm, kustomize, "agent with the datapath");
     // Off by default: cilium-agent does this job where it runs.
     assert!(
@@ -614,16 +615,9 @@ fn check_agent_elsewhere(objects: &[Value], datapath: &Datapath) {
         &serde_yaml::from_str::<Value>(&format!("{{path: {}, type: Directory}}", datapath.bpffs))
             .expect("YAML"),
     );
-    let conflist: serde_json::Value = serde_json::from_str(
-        get(find(objects, "ConfigMap", "ipam-agent-cni"), "data")
-            .get("05-ipam.conflist")
-            .and_then(Value::as_str)
-            .expect("the conflist"),
-    )
-    .expect("the conflist is JSON");
     let socket = "/run/elsewhere/agent.sock";
     assert_eq!(
-        conflist["plugins"],
+        installed_conflist(objects)["plugins"],
         serde_json::json!([
             {"type": "ptp", "ipam": {"type": "ipam-cni", "socket": socket}},
             {"type": "ipam-cni", "socket": socket},

@@ -63,24 +63,6 @@ fn config(env: &[(&str, &str)], sts: Option<String>, imds: &str) -> AwsCredentia
     }
 }
 
-/// The misbehave guest in credentials mode answers get-vpcs with the value
-/// of `key` it got through the host import.
-async fn seen_by_guest(source: Arc<dyn CredentialSource>, key: &str) -> String {
-    let mut config =
-        common::config(&serde_json::json!({"mode": "credentials", "key": key}).to_string());
-    config.credentials = source;
-    let provider = common::runtime()
-        .load(&common::component("misbehave"), config)
-        .await
-        .expect("misbehave loads");
-    provider
-        .get_vpcs()
-        .await
-        .expect("credentials reached the guest")[0]
-        .id
-        .clone()
-}
-
 /// The access key id the AWS component signed an EC2 request with, as a stub
 /// EC2 endpoint saw it in the SigV4 Authorization header.
 async fn signed_by_aws_guest(source: Arc<dyn CredentialSource>) -> String {
@@ -180,7 +162,7 @@ async fn web_identity_is_exchanged_with_sts_and_reaches_the_guest() {
     assert_eq!(now.values[SESSION_TOKEN], "session");
     assert!(now.expires_at.is_some());
     assert_eq!(
-        seen_by_guest(source.clone(), ACCESS_KEY_ID).await,
+        common::credential_seen_by_guest(source.clone(), ACCESS_KEY_ID).await,
         "ASIAWEBIDENTITY"
     );
     assert_eq!(signed_by_aws_guest(source).await, "ASIAWEBIDENTITY");
@@ -263,7 +245,7 @@ async fn the_instance_profile_comes_from_imdsv2_and_is_refreshed_before_expiry()
         "new credentials before the old ones expired"
     );
     assert_eq!(
-        seen_by_guest(source.clone(), ACCESS_KEY_ID).await,
+        common::credential_seen_by_guest(source.clone(), ACCESS_KEY_ID).await,
         refreshed
     );
     assert_eq!(signed_by_aws_guest(source).await, refreshed);
@@ -283,7 +265,7 @@ async fn static_keys_from_the_environment_and_a_clear_error_without_any_source()
     .unwrap();
     assert_eq!(source.current().unwrap().expires_at, None);
     assert_eq!(
-        seen_by_guest(source.clone(), ACCESS_KEY_ID).await,
+        common::credential_seen_by_guest(source.clone(), ACCESS_KEY_ID).await,
         "AKIASTATIC"
     );
     assert_eq!(signed_by_aws_guest(source).await, "AKIASTATIC");

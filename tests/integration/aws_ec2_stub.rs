@@ -601,20 +601,7 @@ async fn bad_settings_are_refused_with_what_is_wrong() {
             "subnet-tag",
         ),
     ];
-    for (settings, mentions) in cases {
-        let mut config = common::config(&settings.to_string());
-        config.limits.timeout = std::time::Duration::from_secs(30);
-        let error = common::runtime()
-            .load(&common::component("aws"), config)
-            .await
-            .err()
-            .unwrap_or_else(|| panic!("{settings} was accepted"));
-        let text = format!("{error:#}");
-        assert!(
-            text.contains("invalid argument") && text.contains(mentions),
-            "{settings}: {text}"
-        );
-    }
+    common::assert_settings_refused("aws", &cases).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -541,20 +541,7 @@ async fn bad_settings_are_refused_with_what_is_wrong() {
             "api-versions.storage",
         ),
     ];
-    for (settings, mentions) in cases {
-        let mut config = common::config(&settings.to_string());
-        config.limits.timeout = Duration::from_secs(30);
-        let error = common::runtime()
-            .load(&common::component("azure"), config)
-            .await
-            .err()
-            .unwrap_or_else(|| panic!("{settings} was accepted"));
-        let text = format!("{error:#}");
-        assert!(
-            text.contains("invalid argument") && text.contains(mentions),
-            "{settings}: {text}"
-        );
-    }
+    common::assert_settings_refused("azure", &cases).await;
 }
 
 /// The host's side end to end: a client-secret token from an Entra ID stub

@@ -8,8 +8,6 @@
 
 use ipam_tests as common;
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::Full;
@@ -54,24 +52,6 @@ fn config(vars: &[(&str, &str)]) -> AzureCredentialConfig {
     AzureCredentialConfig::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
 }
 
-/// The misbehave guest in credentials mode answers get-vpcs with the value
-/// of `key` it got through the host import.
-async fn seen_by_guest(source: Arc<dyn CredentialSource>, key: &str) -> String {
-    let mut config =
-        common::config(&serde_json::json!({"mode": "credentials", "key": key}).to_string());
-    config.credentials = source;
-    let provider = common::runtime()
-        .load(&common::component("misbehave"), config)
-        .await
-        .expect("misbehave loads");
-    provider
-        .get_vpcs()
-        .await
-        .expect("credentials reached the guest")[0]
-        .id
-        .clone()
-}
-
 fn body_has(request: &common::StubRequest, field: &str) -> bool {
     String::from_utf8_lossy(&request.body)
         .split('&')
@@ -102,7 +82,7 @@ async fn a_workload_identity_token_reaches_the_guest() {
     .expect("Entra ID answered");
     assert!(source.current().unwrap().expires_at.is_some());
     assert_eq!(
-        seen_by_guest(source, ACCESS_TOKEN).await,
+        common::credential_seen_by_guest(source, ACCESS_TOKEN).await,
         "arm-token-workload-identity"
     );
 }
@@ -123,7 +103,7 @@ async fn a_client_secret_token_reaches_the_guest() {
     .await
     .expect("Entra ID answered");
     assert_eq!(
-        seen_by_guest(source, ACCESS_TOKEN).await,
+        common::credential_seen_by_guest(source, ACCESS_TOKEN).await,
         "arm-token-client-secret"
     );
 }
@@ -142,7 +122,7 @@ async fn a_managed_identity_token_reaches_the_guest() {
         .await
         .expect("IMDS answered");
     assert_eq!(
-        seen_by_guest(source, ACCESS_TOKEN).await,
+        common::credential_seen_by_guest(source, ACCESS_TOKEN).await,
         "arm-token-managed-identity"
     );
 }

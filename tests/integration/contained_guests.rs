@@ -11,33 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{component, config, runtime};
+use common::{misbehave, still_serves};
 use ipam_cloud::{CloudApi, CloudError, ProviderError};
 use ipam_provider_runtime::host_budget::ENTRY_BYTES;
 use ipam_provider_runtime::resolve::StaticResolver;
-use ipam_provider_runtime::{CallLimits, ProviderConfig, WasmProvider};
+use ipam_provider_runtime::CallLimits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-
-async fn misbehave(
-    settings: serde_json::Value,
-    adjust: impl FnOnce(&mut ProviderConfig),
-) -> WasmProvider {
-    let mut config = config(&settings.to_string());
-    adjust(&mut config);
-    runtime()
-        .load(&component("misbehave"), config)
-        .await
-        .expect("misbehave loads")
-}
-
-async fn still_serves(provider: &WasmProvider) {
-    let subnets = provider
-        .get_subnets()
-        .await
-        .expect("a good call after a bad one succeeds");
-    assert_eq!(subnets.len(), 1);
-}
 
 /// The resident set of this process now (`VmRSS`) or at its peak (`VmHWM`),
 /// from /proc (Linux).

@@ -6,38 +6,15 @@ use ipam_tests as common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{component, config, runtime};
+use common::{component, config, misbehave, runtime, still_serves};
 use ipam_cloud::credentials::{Credentials, StaticCredentials};
 use ipam_cloud::{CloudApi, CloudError, ProviderError};
 use ipam_provider_module::ModuleError;
 use ipam_provider_runtime::egress::EgressError;
 use ipam_provider_runtime::resolve::StaticResolver;
 use ipam_provider_runtime::special_address::{Special, SpecialKind};
-use ipam_provider_runtime::{
-    LoadError, ProviderConfig, ProviderRuntime, RuntimeConfig, WasmProvider,
-};
+use ipam_provider_runtime::{LoadError, ProviderRuntime, RuntimeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn misbehave(
-    settings: serde_json::Value,
-    adjust: impl FnOnce(&mut ProviderConfig),
-) -> WasmProvider {
-    let mut config = config(&settings.to_string());
-    adjust(&mut config);
-    runtime()
-        .load(&component("misbehave"), config)
-        .await
-        .expect("misbehave loads")
-}
-
-/// The good call every test makes after the bad one, on the same provider.
-async fn still_serves(provider: &WasmProvider) {
-    let subnets = provider
-        .get_subnets()
-        .await
-        .expect("a good call after a bad one succeeds");
-    assert_eq!(subnets.len(), 1, "the behaving guest's one subnet");
-}
 
 #[tokio::test]
 async fn trap_is_reported_with_the_guest_panic_and_the_instance_replaced() {

@@ -433,6 +433,29 @@ fn page(
     reply(200, &[], body)
 }
 
+/// The answer of a GET of the scale-set VM's NIC (with its etag), as
+/// `body` puts it; ARM serves scale-set VM NICs at the older api-version
+/// only and refuses the others.
+fn scale_set_nic(
+    state: &State,
+    request: &StubRequest,
+    body: impl FnOnce(Value) -> Value,
+) -> Response<Full<Bytes>> {
+    if !request.query.contains("api-version=2018-10-01") {
+        return error(
+            400,
+            "NoRegisteredProviderFound",
+            "No registered resource provider found for this api-version.",
+        );
+    }
+    let id = scale_set_nic_id();
+    reply(
+        200,
+        &[],
+        body(state.with_etag(&id, state.nics[&key(&id)].clone())),
+    )
+}
+
 fn answer(state: &mut State, base: &str, request: StubRequest) -> Response<Full<Bytes>> {
     let header = |name: &str| {
         request
@@ -545,18 +568,7 @@ fn answer(state: &mut State, base: &str, request: StubRequest) -> Response<Full<
         return reply(200, &[], json!({"value": [vm]}));
     }
     if get && path == format!("{scale_set}/networkinterfaces") {
-        if !request.query.contains("api-version=2018-10-01") {
-            return error(
-                400,
-                "NoRegisteredProviderFound",
-                "No registered resource provider found for this api-version.",
-            );
-        }
-        let nic = state.with_etag(
-            &scale_set_nic_id(),
-            state.nics[&key(&scale_set_nic_id())].clone(),
-        );
-        return reply(200, &[], json!({"value": [nic]}));
+        return scale_set_nic(state, &request, |nic| json!({"value": [nic]}));
     }
     if path == key(&scale_set_vm_id()) && (get || put) {
         if get {
@@ -566,18 +578,7 @@ fn answer(state: &mut State, base: &str, request: StubRequest) -> Response<Full<
         return put_scale_set_vm(state, base, &request, header("if-match"));
     }
     if get && path == key(&scale_set_nic_id()) {
-        if !request.query.contains("api-version=2018-10-01") {
-            return error(
-                400,
-                "NoRegisteredProviderFound",
-                "No registered resource provider found for this api-version.",
-            );
-        }
-        let nic = state.with_etag(
-            &scale_set_nic_id(),
-            state.nics[&key(&scale_set_nic_id())].clone(),
-        );
-        return reply(200, &[], nic);
+        return scale_set_nic(state, &request, |nic| nic);
     }
     if get && path == format!("{group}/providers/microsoft.compute/virtualmachines") {
         let vm = json!({

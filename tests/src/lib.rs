@@ -68,6 +68,64 @@ pub fn config(settings: &str) -> ProviderConfig {
 
 pub const MOCK_SETTINGS: &str = include_str!("../../providers/mock/default-settings.yaml");
 
+/// The misbehave component with these settings, its config adjusted first.
+pub async fn misbehave(
+    settings: serde_json::Value,
+    adjust: impl FnOnce(&mut ProviderConfig),
+) -> WasmProvider {
+    let mut config = config(&settings.to_string());
+    adjust(&mut config);
+    runtime()
+        .load(&component("misbehave"), config)
+        .await
+        .expect("misbehave loads")
+}
+
+/// The good call a misbehave test makes after the bad one, on the same
+/// provider.
+pub async fn still_serves(provider: &WasmProvider) {
+    let subnets = provider
+        .get_subnets()
+        .await
+        .expect("a good call after a bad one succeeds");
+    assert_eq!(subnets.len(), 1, "the behaving guest's one subnet");
+}
+
+/// The value of credential `key` a guest got from `source` through the host
+/// import (the misbehave guest in credentials mode answers get-vpcs with it).
+pub async fn credential_seen_by_guest(
+    source: std::sync::Arc<dyn ipam_cloud::credentials::CredentialSource>,
+    key: &str,
+) -> String {
+    let settings = serde_json::json!({"mode": "credentials", "key": key});
+    let provider = misbehave(settings, |config| config.credentials = source).await;
+    provider
+        .get_vpcs()
+        .await
+        .expect("credentials reached the guest")[0]
+        .id
+        .clone()
+}
+
+/// Loading `component` with each of these settings fails as invalid
+/// argument, the error (causes included) mentioning the setting named.
+pub async fn assert_settings_refused(component_name: &str, cases: &[(serde_json::Value, &str)]) {
+    for (settings, mentions) in cases {
+        let mut config = config(&settings.to_string());
+        config.limits.timeout = Duration::from_secs(30);
+        let error = runtime()
+            .load(&component(component_name), config)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{settings} was accepted"));
+        let text = format!("{error:#}");
+        assert!(
+            text.contains("invalid argument") && text.contains(mentions),
+            "{settings}: {text}"
+        );
+    }
+}
+
 /// Provider settings from YAML, as JSON text (what providers receive).
 pub fn json(yaml: &str) -> String {
     ipam_provider_runtime::settings_json(yaml).expect("test settings are YAML")

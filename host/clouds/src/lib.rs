@@ -21,6 +21,7 @@
 
 pub mod aws;
 pub mod azure;
+mod form;
 pub mod instance_facts;
 pub mod mac;
 mod origin;

@@ -123,7 +123,6 @@ impl EgressHooks {
                 .swap(true, Ordering::Relaxed)
             {
                 tracing::warn!(
-                    open = self.requests.available_permits(),
                     "provider has too many open requests; refusing more (connection-limit-reached)"
                 );
             }

@@ -15,17 +15,15 @@ use bytes::Bytes;
 use http::Method;
 
 use ipam_cloud::credentials::Credentials;
-
-use crate::refresh::RefreshingSource;
 use ipam_http_client::request;
 
 use super::imds::Imds;
+use crate::form::form_encode;
+use crate::refresh::RefreshingSource;
 
 pub const ACCESS_KEY_ID: &str = "access-key-id";
 pub const SECRET_ACCESS_KEY: &str = "secret-access-key";
 pub const SESSION_TOKEN: &str = "session-token";
-
-/// Refresh this long before expiry (the SDKs use 5 minutes).
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AwsCredentialError {
@@ -169,19 +167,6 @@ fn unix_seconds(text: &str) -> Option<u64> {
         .parse::<jiff::Timestamp>()
         .ok()
         .and_then(|t| u64::try_from(t.as_second()).ok())
-}
-
-/// Percent-encoding for a form body (RFC 3986 unreserved kept).
-fn form_encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The text of `<tag>...</tag>` inside `xml` (STS answers are small and flat).

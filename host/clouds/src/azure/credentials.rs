@@ -18,6 +18,7 @@ use ipam_cloud::credentials::Credentials;
 use ipam_http_client::request;
 
 use super::imds::DEFAULT_ENDPOINT as DEFAULT_IMDS_ENDPOINT;
+use crate::form::form_encode;
 use crate::refresh::{wall_clock_unix, RefreshingSource};
 
 /// The credentials key of the bearer token.
@@ -198,19 +199,6 @@ pub fn choose(config: &AzureCredentialConfig) -> Result<AzureSource, AzureCreden
     Ok(AzureSource::ManagedIdentity {
         client_id: config.var("AZURE_CLIENT_ID").map(str::to_string),
     })
-}
-
-/// Percent-encoding for a form body or a query (RFC 3986 unreserved kept).
-fn form_encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn form(fields: &[(&str, &str)]) -> String {

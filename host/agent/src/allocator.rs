@@ -87,20 +87,12 @@ struct Inner {
 }
 
 impl Inner {
-    /// Saves the allocations: encoded here, under the allocator's lock,
-    /// then written and fsynced on a blocking thread, so the runtime's
-    /// workers go on serving the socket, the watch and the publisher
-    /// meanwhile. The caller holds the lock until the file is durable, so
-    /// saves never overtake each other.
-    async fn save(&self, state: &StateFile) -> Result<(), StateFileError> {
-        let bytes = StateFile::encode(&self.allocations, &self.host_veths);
-        let writer = state.clone();
-        match tokio::task::spawn_blocking(move || writer.write(&bytes)).await {
-            Ok(written) => written,
-            // The write panicked or the runtime is shutting down: the file
-            // is in an unknown state, so the change is not answered.
-            Err(join) => Err(state.io(std::io::Error::other(join))),
-        }
+    /// Saves the allocations, durably, before the change is answered. It
+    /// blocks the calling thread on the disk: the agent changes its
+    /// allocations only on the CNI thread (`cni_thread`), which has no
+    /// other work, and the lock held meanwhile keeps saves in order.
+    fn save(&self, state: &StateFile) -> Result<(), StateFileError> {
+        state.save(&self.allocations, &self.host_veths)
     }
 }
 
@@ -187,7 +179,7 @@ impl Allocator {
         } = restore(saved, &inner.node, live_pods);
         inner.host_veths.retain(|ip, _| kept.contains_key(ip));
         inner.allocations = kept;
-        inner.save(&self.state).await?;
+        inner.save(&self.state)?;
         let wanted = wanted_routes(&inner.node, &inner.allocations);
         self.routes
             .reconcile(&wanted)
@@ -252,7 +244,7 @@ impl Allocator {
                     resource: resource.clone(),
                 };
                 inner.allocations.insert(ip, allocation);
-                if let Err(error) = inner.save(&self.state).await {
+                if let Err(error) = inner.save(&self.state) {
                     inner.allocations.remove(&ip);
                     return Err(error.into());
                 }
@@ -312,7 +304,7 @@ impl Allocator {
                 }
             }
         }
-        if let Err(error) = inner.save(&self.state).await {
+        if let Err(error) = inner.save(&self.state) {
             inner.allocations.extend(removed);
             inner.host_veths.extend(removed_veths);
             return Err(error.into());
@@ -384,7 +376,7 @@ impl Allocator {
         tracing::info!(ip = %address, interface = host_ifname, ifindex, ?how, "endpoint attached");
         if inner.host_veths.get(&address).map(String::as_str) != Some(host_ifname) {
             inner.host_veths.insert(address, host_ifname.to_string());
-            inner.save(&self.state).await?;
+            inner.save(&self.state)?;
         }
         Ok(())
     }
@@ -404,7 +396,7 @@ impl Allocator {
             message: e.to_string(),
         })?;
         if inner.host_veths.remove(&ip).is_some() {
-            inner.save(&self.state).await?;
+            inner.save(&self.state)?;
         }
         Ok(())
     }

@@ -16,6 +16,7 @@
 //! | `allocator` | the decisions over the node view and the allocations, under one lock |
 //! | `status_change` | status.ipam.used and the handshake answers, as a typed change sent as a merge patch |
 //! | `cni_server` | the plugin's unix socket |
+//! | `cni_thread` | the thread that serves the socket and makes every change of the allocations |
 //! | `kube_node` | the CiliumNode (register, watch, status patches), the Node, the pods |
 //! | `register` | the spec the agent registers, as plain data |
 //! | `facts` | the instance's facts from the metadata service or the flags |
@@ -26,6 +27,7 @@
 pub mod allocator;
 pub mod cli;
 pub mod cni_server;
+pub mod cni_thread;
 pub mod datapath;
 pub mod facts;
 pub mod kube_node;

@@ -5,6 +5,9 @@
 //! over its pinned maps, the host's addresses and the endpoints written);
 //! only then is the CNI socket served and the agent
 //! ready. The CiliumNode is watched and its status published from then on.
+//! The restore and every later change of the allocations (the CNI socket,
+//! the routes' netlink connection) run on the CNI thread (`cni_thread`);
+//! the watch, the publisher and the health endpoints on the main runtime.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::allocator::Allocator;
 use crate::cli::Cli;
+use crate::cni_thread::CniThread;
 use crate::datapath::NodeDatapath;
 use crate::facts;
 use crate::kube_node::{publish, NodeClient};
@@ -113,7 +117,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             None
         }
     };
+    let cni = CniThread::start()?;
     let routes: Arc<dyn RouteTable> = if cli.routing {
+        // Its connection is driven by the CNI thread, where it is used.
+        let _entered = cni.handle().enter();
         Arc::new(netlink_routes::NetlinkRoutes::new().context("opening netlink")?)
     } else {
         Arc::new(NoRoutes)
@@ -135,7 +142,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             .with_datapath(datapath)
             .pause_after_save(cli.test_pause_after_save_ms.map(Duration::from_millis)),
     );
-    let report = allocator.restore(live_pods.as_ref()).await?;
+    let report = cni
+        .run("the restore", {
+            let allocator = allocator.clone();
+            async move { allocator.restore(live_pods.as_ref()).await }
+        })
+        .await??;
     for ip in &report.outside_pool {
         tracing::warn!(%ip, "a pod holds an address that has left the pool; it is not handed out again");
     }
@@ -153,8 +165,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         metrics.clone(),
         Duration::from_millis(cli.status_interval_ms),
     ));
-    let socket = cni_server::bind(&cli.socket)?;
-    let serving = tokio::spawn(cni_server::serve(socket, allocator, metrics));
+    let socket = {
+        let _entered = cni.handle().enter();
+        cni_server::bind(&cli.socket)?
+    };
+    let serving = cni
+        .handle()
+        .spawn(cni_server::serve(socket, allocator, metrics));
     ready_tx.send_replace(true);
     tracing::info!(socket = %cli.socket.display(), "serving the CNI plugin");
 

@@ -6,8 +6,11 @@
 //! All three install Debian's protoc (protobuf-compiler, libprotobuf-dev),
 //! which the host's etcd client needs to build. `cargo xtask ebpf` (and
 //! `test`) builds the datapath's eBPF program, with bpf-linker built into
-//! the build cache against Debian's llvm-22-dev when missing.
+//! the build cache against Debian's llvm-22-dev when missing. `test` and
+//! `bench` build the `ipam-cni` plugin statically linked, as it is deployed,
+//! and name it to the tests (`IPAM_CNI_PLUGIN`).
 
+mod cni_plugin;
 mod component_cache;
 mod components;
 mod ebpf;
@@ -34,6 +37,9 @@ commands:
   bench       build them and the eBPF program and run the benchmarks (pure
               decisions, provider runtime, engine, identity GC; as root, CNI ADD
               through the agent and the datapath's per-packet cost)
+  cni-plugin  build the ipam-cni plugin statically linked, as deployed, into
+              <target dir>/<host triple>/release/ipam-cni (test and bench
+              build it too)
 
 environment:
   IPAM_WASM_TOOLCHAIN=auto|rustup|debian   how to build wasm32-wasip2 (default auto)
@@ -45,6 +51,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("providers") => components::build().map(drop),
         Some("ebpf") => ebpf::build().map(drop),
+        Some("cni-plugin") => static_plugin(cni_plugin::Profile::Release).map(|plugin| {
+            println!("{}", plugin.display());
+        }),
         Some("run") => host_build_tools()
             .and_then(|()| components::build())
             .and_then(|_| run_main_job(&args[1..])),
@@ -92,6 +101,19 @@ pub fn build_cache() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     home.join(".cache").join("ipam-operator")
+}
+
+/// The host workspace's target dir, as `host_cargo` sets it.
+fn host_target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => repo_root().join(dir),
+        None => build_cache().join("target"),
+    }
+}
+
+/// The `ipam-cni` plugin, statically linked as deployed.
+fn static_plugin(profile: cni_plugin::Profile) -> Result<PathBuf, String> {
+    cni_plugin::build(host_cargo(), &host_target_dir(), profile)
 }
 
 /// `cargo` for the host workspace, with its target dir in the build cache
@@ -150,6 +172,7 @@ fn test() -> Result<(), String> {
     setup::ensure_debian_packages(setup::ETCD_PACKAGES)?;
     setup::ensure_debian_packages(setup::AGENT_TEST_PACKAGES)?;
     let helm = setup::ensure_helm(&build_cache())?;
+    let plugin = static_plugin(cni_plugin::Profile::Dev)?;
     run(host_cargo().args(["fmt", "--all", "--check"]))?;
     run(Command::new("cargo")
         .current_dir(repo_root().join("providers"))
@@ -172,6 +195,7 @@ fn test() -> Result<(), String> {
             host_cargo()
                 .env("IPAM_MOTO_PYTHON", &moto_python)
                 .env("IPAM_HELM", &helm)
+                .env("IPAM_CNI_PLUGIN", &plugin)
                 .args(["test", "--workspace"]),
             &mut tally,
         )
@@ -183,9 +207,9 @@ fn test() -> Result<(), String> {
 }
 
 fn bench() -> Result<(), String> {
-    // The agent's bench runs the plugin binary beside its own.
-    run(host_cargo().args(["build", "--release", "--package", "ipam-cni"]))?;
-    run(host_cargo().args([
+    // The agent's bench runs the plugin as deployed.
+    let plugin = static_plugin(cni_plugin::Profile::Release)?;
+    run(host_cargo().env("IPAM_CNI_PLUGIN", &plugin).args([
         "bench",
         "--package",
         "ipam-pool",

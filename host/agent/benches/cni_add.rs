@@ -7,7 +7,9 @@
 //! costs (1,000 VERSION calls, which never reach the agent). As root (the
 //! namespace and routes).
 //! `IPAM_BENCH_AGENT_FLAGS` adds agent flags (e.g. `--routing=false`, to see
-//! what the routes cost).
+//! what the routes cost). The plugin is `IPAM_CNI_PLUGIN` when set (`cargo
+//! xtask bench` sets it to the statically linked plugin, as deployed), else
+//! the one built beside the agent; the bench prints which.
 
 #[path = "../tests/process/node_ns.rs"]
 #[allow(dead_code)]
@@ -58,6 +60,7 @@ fn main() {
         let mut agent = node.setup.start(Some(&node.ns));
         node.setup.wait_ready(Some(&node.ns), &mut agent);
         let pod = NetNs::create_unique("ipam-pod").expect("a pod namespace");
+        println!("plugin: {}", support::plugin_binary().display());
         let config = node.config("1.0.0", json!({"type": "ipam-cni"}));
         let mut exec_alone = Vec::with_capacity(ALLOCATIONS);
         for n in 0..ALLOCATIONS {

@@ -24,13 +24,19 @@ pub fn agent_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ipam-agent"))
 }
 
-/// The `ipam-cni` plugin, built beside the agent by `cargo test
-/// --workspace` (or `cargo build -p ipam-cni`).
+/// The `ipam-cni` plugin: the statically linked one `cargo xtask test` and
+/// `cargo xtask bench` build, as deployed (`IPAM_CNI_PLUGIN`), else the one
+/// `cargo test --workspace` (or `cargo build -p ipam-cni`) builds beside
+/// the agent.
 pub fn plugin_binary() -> PathBuf {
-    let plugin = agent_binary().with_file_name("ipam-cni");
+    let plugin = match std::env::var_os("IPAM_CNI_PLUGIN") {
+        Some(path) => PathBuf::from(path),
+        None => agent_binary().with_file_name("ipam-cni"),
+    };
     assert!(
         plugin.exists(),
-        "{} is missing: build the plugin first (cargo build -p ipam-cni; cargo xtask test does)",
+        "{} is missing: build the plugin first (cargo xtask cni-plugin, or cargo build -p ipam-cni; \
+         cargo xtask test does)",
         plugin.display()
     );
     plugin

@@ -181,7 +181,7 @@ impl NodeClient {
         let failed = self.error("patching the status of");
         let request = kube::core::Request::new(self.cilium_nodes.resource_url())
             .patch_subresource("status", &self.name, &Self::params(), &Patch::Merge(patch))
-            .map_err(|e| kube::Error::BuildRequest(e));
+            .map_err(kube::Error::BuildRequest);
         match request {
             Ok(request) => self
                 .client

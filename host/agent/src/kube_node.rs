@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use ipam_ciliumnode::kube::{api_resource, from_object, ObjectError};
+use ipam_ciliumnode::kube::{api_resource, from_object, NodeObject, ObjectError};
 use ipam_ciliumnode::CiliumNode;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -53,6 +53,8 @@ pub struct NodeClient {
     name: String,
     client: kube::Client,
     cilium_nodes: Api<DynamicObject>,
+    /// The same objects, read straight into the IPAM fields: for the watch.
+    watched_nodes: Api<NodeObject>,
     nodes: Api<Node>,
     pods: Api<Pod>,
 }
@@ -63,6 +65,7 @@ impl NodeClient {
             name: name.to_string(),
             client: client.clone(),
             cilium_nodes: Api::all_with(client.clone(), &api_resource()),
+            watched_nodes: Api::all(client.clone()),
             nodes: Api::all(client.clone()),
             pods: Api::all(client),
         }
@@ -194,10 +197,12 @@ impl NodeClient {
     }
 
     /// Feed every change of the CiliumNode to the allocator, until the
-    /// stream ends (the watcher retries on its own).
+    /// stream ends (the watcher retries on its own). Each event is read
+    /// straight into the IPAM fields (`NodeObject`); one that cannot be
+    /// read is logged and the node the allocator has is kept.
     pub async fn watch(&self, allocator: Arc<Allocator>) {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
-        let mut events = watcher::watcher(self.cilium_nodes.clone(), config)
+        let mut events = watcher::watcher(self.watched_nodes.clone(), config)
             .default_backoff()
             .boxed();
         while let Some(event) = events.next().await {
@@ -208,15 +213,17 @@ impl NodeClient {
                     continue;
                 }
                 Ok(_) => continue,
+                // A decoding error of one event (a malformed IPAM field)
+                // comes here too, and the watch goes on.
                 Err(error) => {
-                    tracing::warn!(%error, "watching the CiliumNode");
+                    tracing::warn!(node = %self.name, %error, "watching the CiliumNode");
                     continue;
                 }
             };
             if object.metadata.name.as_deref() != Some(&self.name) {
                 continue;
             }
-            match from_object(&object) {
+            match object.into_node() {
                 Ok(node) => allocator.node_changed(node).await,
                 Err(error) => tracing::warn!(%error, "a CiliumNode the agent cannot read"),
             }

@@ -791,8 +791,19 @@ fn remove(state: &mut State, resource: &str, key: &(String, String)) -> Option<V
     Some(object)
 }
 
+/// One line of a watch stream, serialised from the borrowed object (a
+/// `json!` of it would copy the whole object first).
+#[derive(serde::Serialize)]
+struct WatchLine<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    object: &'a Value,
+}
+
 fn notify(state: &mut State, resource: &str, namespace: &str, kind: &str, object: &Value) {
-    let line = Bytes::from(format!("{}\n", json!({"type": kind, "object": object})));
+    let mut line = serde_json::to_vec(&WatchLine { kind, object }).unwrap_or_default();
+    line.push(b'\n');
+    let line = Bytes::from(line);
     state.history.push((
         state.rv,
         resource.to_string(),

@@ -57,20 +57,22 @@ pub enum StateFileError {
     },
 }
 
-/// The file's document. Read with owned strings (`S = String`); written
-/// from borrowed ones (`S = &str`), so a save copies no allocation's strings
-/// before serialising them.
+/// The file's document. Read with owned strings (`S = String`, and the
+/// address as text, checked afterwards); written from borrowed ones and the
+/// address itself (`S = &str`, `I = IpAddr`, which serialises as its text
+/// without allocating), so a save copies nothing of an allocation before
+/// serialising it.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct Document<S> {
+struct Document<S, I = S> {
     version: u32,
-    allocations: Vec<Entry<S>>,
+    allocations: Vec<Entry<S, I>>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct Entry<S> {
-    ip: S,
+struct Entry<S, I = S> {
+    ip: I,
     container_id: S,
     ifname: S,
     owner: S,
@@ -196,14 +198,12 @@ impl StateFile {
 
     /// The file's bytes for `allocations` and their host veths.
     pub fn encode(allocations: &Allocations, host_veths: &HostVeths) -> Vec<u8> {
-        let ips: Vec<String> = allocations.keys().map(IpAddr::to_string).collect();
-        let document = Document {
+        let document: Document<&str, IpAddr> = Document {
             version: VERSION,
             allocations: allocations
                 .iter()
-                .zip(&ips)
-                .map(|((ip, a), ip_text)| Entry {
-                    ip: ip_text.as_str(),
+                .map(|(ip, a)| Entry {
+                    ip: *ip,
                     container_id: a.holder.container_id.as_str(),
                     ifname: a.holder.ifname.as_str(),
                     owner: a.holder.owner.as_str(),
@@ -212,8 +212,12 @@ impl StateFile {
                 })
                 .collect(),
         };
-        // Serialising plain strings cannot fail.
-        serde_json::to_vec(&document).unwrap_or_default()
+        // Sized for the usual entry (64-character container ids), so the
+        // buffer is not regrown and copied a dozen times on the way.
+        let mut bytes = Vec::with_capacity(64 + allocations.len() * 192);
+        // Serialising strings and addresses into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut bytes, &document);
+        bytes
     }
 
     /// Replace the file with `bytes` durably: a temporary file in the same

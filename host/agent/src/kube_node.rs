@@ -53,7 +53,8 @@ pub struct NodeClient {
     name: String,
     client: kube::Client,
     cilium_nodes: Api<DynamicObject>,
-    /// The same objects, read straight into the IPAM fields: for the watch.
+    /// The same objects without an untyped copy of their fields: for the
+    /// watch.
     watched_nodes: Api<NodeObject>,
     nodes: Api<Node>,
     pods: Api<Pod>,
@@ -197,9 +198,10 @@ impl NodeClient {
     }
 
     /// Feed every change of the CiliumNode to the allocator, until the
-    /// stream ends (the watcher retries on its own). Each event is read
-    /// straight into the IPAM fields (`NodeObject`); one that cannot be
-    /// read is logged and the node the allocator has is kept.
+    /// stream ends (the watcher retries on its own). Each event's node is
+    /// read into the IPAM fields (`NodeObject::into_node`); a node whose
+    /// fields cannot be read is logged with what is wrong, and the node the
+    /// allocator has is kept.
     pub async fn watch(&self, allocator: Arc<Allocator>) {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
         let mut events = watcher::watcher(self.watched_nodes.clone(), config)
@@ -213,8 +215,6 @@ impl NodeClient {
                     continue;
                 }
                 Ok(_) => continue,
-                // A decoding error of one event (a malformed IPAM field)
-                // comes here too, and the watch goes on.
                 Err(error) => {
                     tracing::warn!(node = %self.name, %error, "watching the CiliumNode");
                     continue;

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 
 use kube_core::{ApiResource, ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::node::{CiliumNode, NodeSpec, NodeStatus};
 
@@ -61,29 +62,36 @@ pub fn from_object(object: &DynamicObject) -> Result<CiliumNode, ObjectError> {
     })
 }
 
-/// A CiliumNode read straight into the IPAM fields: the fields this crate
-/// does not model are skipped while parsing, where a `DynamicObject` first
-/// keeps every one of them as an untyped tree (for a node with a thousand
-/// addresses, hundreds of kilobytes to allocate and copy at every event).
-/// Only for reading: writing it back whole would drop those fields. A
-/// malformed IPAM field fails the object's decoding.
+/// A CiliumNode read without an untyped copy of its fields: `spec` and
+/// `status` are kept as their JSON text while the event or list is decoded
+/// and read into the IPAM fields by [`NodeObject::into_node`], where a
+/// `DynamicObject` first builds every field as a tree of values (for a node
+/// with a thousand addresses, hundreds of kilobytes to allocate and copy at
+/// every event). A malformed field fails `into_node`, with the node's name,
+/// not the decoding of the watch event or list that carried it. Only for
+/// reading: writing it back whole would drop the fields it does not model.
 #[derive(Debug, Clone, Deserialize)]
 pub struct NodeObject {
     pub metadata: ObjectMeta,
     #[serde(default)]
-    spec: NodeSpec,
+    spec: Option<Box<RawValue>>,
     #[serde(default)]
-    status: NodeStatus,
+    status: Option<Box<RawValue>>,
 }
 
 impl NodeObject {
     /// The engine's view: its name and the IPAM fields.
     pub fn into_node(self) -> Result<CiliumNode, ObjectError> {
-        Ok(CiliumNode {
-            name: self.metadata.name.ok_or(ObjectError::NoName)?,
-            spec: self.spec,
-            status: self.status,
-        })
+        fn read<T: Default + serde::de::DeserializeOwned>(
+            raw: Option<Box<RawValue>>,
+        ) -> Result<T, serde_json::Error> {
+            raw.map_or_else(|| Ok(T::default()), |raw| serde_json::from_str(raw.get()))
+        }
+        let name = self.metadata.name.ok_or(ObjectError::NoName)?;
+        match read(self.spec).and_then(|spec| Ok((spec, read(self.status)?))) {
+            Ok((spec, status)) => Ok(CiliumNode { name, spec, status }),
+            Err(source) => Err(ObjectError::Fields { name, source }),
+        }
     }
 }
 
@@ -128,28 +136,48 @@ mod tests {
     }
 
     #[test]
-    fn the_typed_object_reads_what_the_dynamic_one_reads() {
+    fn the_node_object_reads_what_the_dynamic_one_reads() {
         let text = node_json().to_string();
         let typed: NodeObject = serde_json::from_str(&text).unwrap();
         assert_eq!(typed.metadata.resource_version.as_deref(), Some("7"));
         let dynamic: DynamicObject = serde_json::from_str(&text).unwrap();
         assert_eq!(typed.into_node().unwrap(), from_object(&dynamic).unwrap());
-    }
-
-    #[test]
-    fn the_typed_object_names_its_resource_and_refuses_bad_fields() {
+        let bare: NodeObject =
+            serde_json::from_str(r#"{"metadata": {"name": "n"}, "status": null}"#).unwrap();
+        assert_eq!(bare.into_node().unwrap().name, "n");
         assert_eq!(
             NodeObject::url_path(&(), None),
             "/apis/cilium.io/v2/ciliumnodes"
         );
         assert_eq!(NodeObject::api_version(&()), "cilium.io/v2");
+    }
+
+    /// As the watch reads it: the event decodes, and the bad field is an
+    /// error of that node naming it.
+    #[test]
+    fn a_malformed_field_fails_the_node_not_the_watch_event() {
         let mut bad = node_json();
         bad["spec"]["ipam"]["pre-allocate"] = serde_json::json!("many");
-        let error = serde_json::from_value::<NodeObject>(bad).unwrap_err();
-        assert!(error.to_string().contains("many"), "{error}");
+        let line = serde_json::json!({"type": "MODIFIED", "object": bad}).to_string();
+        // The API server writes the type first; json! sorts its keys.
+        let line = line.replacen(r#"{"object":"#, r#"{"type":"MODIFIED","object":"#, 1);
+        let line = line.replacen(r#","type":"MODIFIED"}"#, "}", 1);
+        assert!(
+            line.starts_with(r#"{"type":"MODIFIED","object":{"#),
+            "{line}"
+        );
+        let event: kube_core::WatchEvent<NodeObject> = serde_json::from_str(&line).unwrap();
+        let kube_core::WatchEvent::Modified(object) = event else {
+            panic!("not a modification: {event:?}");
+        };
+        let error = object.into_node().unwrap_err().to_string();
+        assert!(
+            error.contains("ip-10-0-1-17") && error.contains("many"),
+            "{error}"
+        );
         let mut nameless = node_json();
         nameless["metadata"] = serde_json::json!({});
-        let object: NodeObject = serde_json::from_value(nameless).unwrap();
+        let object: NodeObject = serde_json::from_str(&nameless.to_string()).unwrap();
         assert!(matches!(object.into_node(), Err(ObjectError::NoName)));
     }
 

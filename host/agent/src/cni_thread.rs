@@ -39,22 +39,40 @@ pub struct CniThread {
 
 impl CniThread {
     pub fn start() -> Result<Self, CniThreadError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(CniThreadError::Start)?;
-        let handle = runtime.handle().clone();
+        let (started, handle) = std::sync::mpsc::channel();
         let (stop, stopped) = oneshot::channel::<()>();
+        // The runtime is built and dropped on its own thread: never in the
+        // caller's async context, where dropping one panics.
         let thread = std::thread::Builder::new()
             .name("cni-server".into())
             .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = started.send(Err(error));
+                        return;
+                    }
+                };
+                let _ = started.send(Ok(runtime.handle().clone()));
                 // Spawned tasks run while this waits; the runtime, and with
-                // it every task left, is dropped on this thread at the end.
+                // it every task left, is dropped here at the end.
                 runtime.block_on(async {
                     let _ = stopped.await;
                 });
             })
             .map_err(CniThreadError::Start)?;
+        let handle = match handle.recv() {
+            Ok(Ok(handle)) => handle,
+            Ok(Err(error)) => return Err(CniThreadError::Start(error)),
+            Err(_) => {
+                return Err(CniThreadError::Start(std::io::Error::other(
+                    "the thread ended before its runtime was built",
+                )))
+            }
+        };
         Ok(Self {
             handle,
             stop: Some(stop),
@@ -99,19 +117,18 @@ impl Drop for CniThread {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn work_runs_on_the_thread_and_sockets_opened_there_are_driven_by_it() {
+    /// No runtime of the caller's: only the CNI thread's can run the work
+    /// and drive a socket opened in its context (without `enter`, binding
+    /// panics for want of a reactor).
+    #[test]
+    fn work_runs_on_the_thread_and_sockets_opened_there_are_driven_by_it() {
         let cni = CniThread::start().unwrap();
-        let name = cni
-            .run("naming", async {
-                std::thread::current().name().map(str::to_string)
-            })
-            .await
-            .unwrap();
+        let name = futures::executor::block_on(cni.run("naming", async {
+            std::thread::current().name().map(str::to_string)
+        }))
+        .unwrap();
         assert_eq!(name.as_deref(), Some("cni-server"));
 
-        // A socket registered with the thread's runtime while the caller's
-        // runtime is idle in this await: only the CNI thread can drive it.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.sock");
         let listener = {
@@ -123,7 +140,8 @@ mod tests {
             std::thread::current().name().map(str::to_string)
         });
         let _client = std::os::unix::net::UnixStream::connect(&path).unwrap();
-        assert_eq!(accepting.await.unwrap().as_deref(), Some("cni-server"));
+        let accepted = futures::executor::block_on(accepting).unwrap();
+        assert_eq!(accepted.as_deref(), Some("cni-server"));
     }
 
     #[tokio::test]

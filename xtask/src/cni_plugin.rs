@@ -84,22 +84,28 @@ fn has_interpreter(elf: &[u8]) -> Result<bool, String> {
     if elf.get(4..6) != Some([2u8, 1].as_slice()) {
         return Err("not a 64-bit little-endian ELF file".into());
     }
-    let u16_at = |at: usize| -> Result<usize, String> {
-        elf.get(at..at + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+    // Offsets come from the file: every sum and product is checked.
+    let bytes_at = |at: usize, len: usize| -> Result<&[u8], String> {
+        at.checked_add(len)
+            .and_then(|end| elf.get(at..end))
             .ok_or_else(|| format!("truncated at byte {at}"))
     };
-    let phoff = elf
-        .get(32..40)
+    let u16_at = |at: usize| -> Result<usize, String> {
+        let b = bytes_at(at, 2)?;
+        Ok(usize::from(u16::from_le_bytes([b[0], b[1]])))
+    };
+    let phoff = bytes_at(32, 8)
+        .ok()
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map(u64::from_le_bytes)
         .ok_or("truncated ELF header")?;
     let phoff = usize::try_from(phoff).map_err(|_| "program header offset out of range")?;
     let (entry_size, count) = (u16_at(54)?, u16_at(56)?);
     for index in 0..count {
-        let at = phoff + index * entry_size;
-        let kind = elf
-            .get(at..at + 4)
+        let kind = index
+            .checked_mul(entry_size)
+            .and_then(|offset| offset.checked_add(phoff))
+            .and_then(|at| bytes_at(at, 4).ok())
             .and_then(|b| <[u8; 4]>::try_from(b).ok())
             .map(u32::from_le_bytes)
             .ok_or_else(|| format!("program header {index} is truncated"))?;
@@ -146,6 +152,9 @@ mod unit {
         assert!(has_interpreter(&truncated)
             .unwrap_err()
             .contains("program header 0"));
+        let mut far = elf(&[1]);
+        far[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(has_interpreter(&far).is_err());
         let mut big_endian = elf(&[1]);
         big_endian[5] = 2;
         assert!(has_interpreter(&big_endian).is_err());

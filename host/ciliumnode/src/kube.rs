@@ -183,16 +183,7 @@ mod tests {
 
     #[test]
     fn reads_the_ipam_fields_and_ignores_the_rest() {
-        let object: DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
-            "metadata": {"name": "ip-10-0-1-17", "resourceVersion": "7"},
-            "spec": {"instance-id": "i-1", "addresses": [{"ip": "10.0.1.17", "type": "InternalIP"}],
-                     "health": {"ipv4": "10.0.1.99"},
-                     "ipam": {"pre-allocate": 4, "pool": {"10.0.1.20": {"resource": "eni-1"}}},
-                     "eni": {"first-interface-index": 1, "vpc-id": "vpc-1"}},
-            "status": {"ipam": {"used": {"10.0.1.20": {"owner": "default/web"}}}}
-        }))
-        .unwrap();
+        let object: DynamicObject = serde_json::from_value(node_json()).unwrap();
         let node = from_object(&object).unwrap();
         assert_eq!(node.name, "ip-10-0-1-17");
         assert_eq!(node.spec.instance_id, "i-1");

@@ -124,7 +124,7 @@ fn host_cargo() -> Command {
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo.current_dir(repo_root());
     if std::env::var_os("CARGO_TARGET_DIR").is_none() {
-        cargo.env("CARGO_TARGET_DIR", build_cache().join("target"));
+        cargo.env("CARGO_TARGET_DIR", host_target_dir());
     }
     if std::env::var_os("IPAM_COMPONENTS_DIR").is_none() {
         cargo.env("IPAM_COMPONENTS_DIR", components::components_dir());

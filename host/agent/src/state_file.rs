@@ -101,7 +101,7 @@ impl StateFile {
         &self.path
     }
 
-    pub(crate) fn io(&self, source: std::io::Error) -> StateFileError {
+    fn io(&self, source: std::io::Error) -> StateFileError {
         StateFileError::Io {
             path: self.path.clone(),
             source,
@@ -197,7 +197,7 @@ impl StateFile {
     }
 
     /// The file's bytes for `allocations` and their host veths.
-    pub fn encode(allocations: &Allocations, host_veths: &HostVeths) -> Vec<u8> {
+    fn encode(allocations: &Allocations, host_veths: &HostVeths) -> Vec<u8> {
         let document: Document<&str, IpAddr> = Document {
             version: VERSION,
             allocations: allocations
@@ -222,7 +222,7 @@ impl StateFile {
 
     /// Replace the file with `bytes` durably: a temporary file in the same
     /// directory, fsync, rename over the file, fsync of the directory.
-    pub fn write(&self, bytes: &[u8]) -> Result<(), StateFileError> {
+    fn write(&self, bytes: &[u8]) -> Result<(), StateFileError> {
         let temporary = self.dir.join(format!(".{FILE_NAME}.tmp"));
         let mut file = OpenOptions::new()
             .write(true)

@@ -182,19 +182,15 @@ impl NodeClient {
     /// addresses in its pool parsing it would cost the agent milliseconds
     /// of CPU at every publish, beside the pods' ADDs.
     pub async fn patch_status(&self, patch: &Value) -> Result<(), NodeError> {
-        let failed = self.error("patching the status of");
+        let what = "patching the status of";
         let request = kube::core::Request::new(self.cilium_nodes.resource_url())
             .patch_subresource("status", &self.name, &Self::params(), &Patch::Merge(patch))
-            .map_err(kube::Error::BuildRequest);
-        match request {
-            Ok(request) => self
-                .client
-                .request_text(request)
-                .await
-                .map(drop)
-                .map_err(failed),
-            Err(error) => Err(failed(error)),
-        }
+            .map_err(|e| self.error(what)(kube::Error::BuildRequest(e)))?;
+        self.client
+            .request_text(request)
+            .await
+            .map_err(self.error(what))?;
+        Ok(())
     }
 
     /// Feed every change of the CiliumNode to the allocator, until the

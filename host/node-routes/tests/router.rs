@@ -321,6 +321,28 @@ fn reconcile_flushes_a_table_no_rule_uses_any_more() {
 }
 
 #[test]
+fn a_full_node_reconciles_thousands_of_rules_in_both_directions() {
+    let ns = host_with_enis("routes-many");
+    ns.block_on(|| async {
+        let links = NetLinks::connect().expect("connecting to netlink");
+        let router = Router::connect().expect("connecting the router");
+        // 2,000 pods (4,000 rules), far more than are sent at once: every
+        // answer must still arrive, adding and then deleting them all.
+        let pods: Vec<PodRoute> = (0..2_000u32)
+            .map(|n| PodRoute {
+                address: Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 1, 0, 0)) + n),
+                ..pod(10, ENI1)
+            })
+            .collect();
+        router.reconcile(&pods).await.expect("reconciling to all");
+        assert_eq!(rules_at_pod_priorities(&links).await, rules_of(&pods));
+        router.reconcile(&[]).await.expect("reconciling to none");
+        assert_eq!(rules_at_pod_priorities(&links).await, Vec::new());
+    })
+    .expect("running in the test namespace");
+}
+
+#[test]
 fn an_interface_not_on_the_host_is_a_typed_error_and_holds_back_only_its_pods() {
     let ns = host_with_enis("routes-missing");
     ns.block_on(|| async {

@@ -262,10 +262,12 @@ fn conflict() -> Response<Body> {
 }
 
 fn respond(code: u16, body: &Value) -> Response<Body> {
-    respond_json(
-        code,
-        Bytes::from(serde_json::to_vec(body).unwrap_or_default()),
-    )
+    respond_json(code, json_bytes(body))
+}
+
+/// `value` serialised, for an answer or a watch event.
+fn json_bytes(value: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(value).unwrap_or_default())
 }
 
 /// An answer whose body is already JSON.
@@ -716,7 +718,7 @@ fn route(
 /// has asked, when every held body is sent at once.
 fn hold_read(state: &mut State, code: u16, answer: &Value) -> Response<Body> {
     let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
-    let bytes = Bytes::from(serde_json::to_vec(answer).unwrap_or_default());
+    let bytes = json_bytes(answer);
     let all_arrived = state.held_reads.as_mut().is_some_and(|held| {
         held.waiting.push((sender, bytes));
         held.waiting.len() >= held.count
@@ -735,10 +737,10 @@ fn hold_read(state: &mut State, code: u16, answer: &Value) -> Response<Body> {
         .expect("held read response")
 }
 
-/// A write: the next resourceVersion, stored, watchers told; the object.
-/// What the real server fills in is filled in: apiVersion and kind, the
-/// namespace, and the uid (kept from the object replaced, else a new one).
-/// The object as stored, in JSON.
+/// A write: the next resourceVersion, stored, watchers told; the object as
+/// stored, in JSON. What the real server fills in is filled in: apiVersion
+/// and kind, the namespace, and the uid (kept from the object replaced, else
+/// a new one).
 fn store(
     state: &mut State,
     resource: &str,
@@ -779,14 +781,14 @@ fn store(
     // Serialised once, for the watchers and the answer: with a CiliumNode of
     // a thousand addresses each copy or serialisation is a few hundred
     // kilobytes, on the cores the benchmarks measure.
-    let json = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
+    let json = json_bytes(&object);
     let namespace = key.0.clone();
     state
         .objects
         .entry(resource.to_string())
         .or_default()
         .insert(key, object);
-    notify_json(state, resource, &namespace, kind, &json);
+    notify(state, resource, &namespace, kind, &json);
     json
 }
 
@@ -796,26 +798,24 @@ fn remove(state: &mut State, resource: &str, key: &(String, String)) -> Option<V
     let mut object = state.objects.get_mut(resource)?.remove(key)?;
     state.rv += 1;
     object["metadata"]["resourceVersion"] = json!(state.rv.to_string());
-    notify(state, resource, &key.0, "DELETED", &object);
+    notify(state, resource, &key.0, "DELETED", &json_bytes(&object));
     Some(object)
-}
-
-fn notify(state: &mut State, resource: &str, namespace: &str, kind: &str, object: &Value) {
-    let json = Bytes::from(serde_json::to_vec(object).unwrap_or_default());
-    notify_json(state, resource, namespace, kind, &json);
 }
 
 /// A watch event of the object serialised as `json`: one line, type first
 /// as the real server writes it.
-fn notify_json(state: &mut State, resource: &str, namespace: &str, kind: &str, json: &[u8]) {
+fn notify(state: &mut State, resource: &str, namespace: &str, kind: &str, json: &[u8]) {
     let kind = serde_json::to_string(kind).unwrap_or_default();
-    let mut line = Vec::with_capacity(json.len() + kind.len() + 22);
-    line.extend_from_slice(b"{\"type\":");
-    line.extend_from_slice(kind.as_bytes());
-    line.extend_from_slice(b",\"object\":");
-    line.extend_from_slice(json);
-    line.extend_from_slice(b"}\n");
-    let line = Bytes::from(line);
+    let line = Bytes::from(
+        [
+            b"{\"type\":".as_slice(),
+            kind.as_bytes(),
+            b",\"object\":",
+            json,
+            b"}\n",
+        ]
+        .concat(),
+    );
     state.history.push((
         state.rv,
         resource.to_string(),

@@ -13,7 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::run;
+use crate::setup::Toolchain;
+use crate::{repo_root, run};
 
 /// The build profile of the plugin.
 #[derive(Debug, Clone, Copy)]
@@ -59,18 +60,14 @@ pub fn build(mut cargo: Command, target_dir: &Path, profile: Profile) -> Result<
     }
 }
 
-/// The host's target triple, as rustc reports it.
+/// The host's target triple, as the workspace's rustc reports it.
 fn host_triple() -> Result<String, String> {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let output = Command::new(&rustc)
-        .arg("-vV")
-        .output()
-        .map_err(|e| format!("{rustc} -vV: {e}"))?;
-    String::from_utf8_lossy(&output.stdout)
+    Toolchain::Rustup
+        .rustc_version(&repo_root())?
         .lines()
         .find_map(|line| line.strip_prefix("host: "))
         .map(|host| host.trim().to_string())
-        .ok_or_else(|| format!("{rustc} -vV names no host"))
+        .ok_or_else(|| "rustc -vV names no host".to_string())
 }
 
 /// Whether a 64-bit little-endian ELF file has a PT_INTERP program

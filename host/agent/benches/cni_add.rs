@@ -5,7 +5,16 @@
 //! p99 and the worst, in milliseconds, with the agent's own share (its
 //! request-duration histogram), and first what starting the plugin alone
 //! costs (1,000 VERSION calls, which never reach the agent). As root (the
-//! namespace and routes).
+//! namespaces, the routes and a tmpfs mount).
+//!
+//! The 1,000 ADDs run twice, each time with a fresh node and agent: first
+//! with the state directory on a tmpfs the bench mounts, as deployed (the
+//! default `/run/ipam-agent/state`; `/run` is a tmpfs on a node), then on
+//! the temporary directory's filesystem, this machine's disk, as for an
+//! operator who keeps the state on disk across reboots. Same code, same
+//! temporary file, fsync, rename and directory fsync; on a tmpfs the fsyncs
+//! have nothing to write.
+//!
 //! `IPAM_BENCH_AGENT_FLAGS` adds agent flags (e.g. `--routing=false`, to see
 //! what the routes cost). The plugin is `IPAM_CNI_PLUGIN` when set (`cargo
 //! xtask bench` sets it to the statically linked plugin, as deployed), else
@@ -18,6 +27,7 @@ mod node_ns;
 #[allow(dead_code)]
 mod support;
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ipam_netns::NetNs;
@@ -30,11 +40,49 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[index].as_secs_f64() * 1000.0
 }
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+/// Where a run keeps the agent's state directory.
+#[derive(Clone, Copy, Debug)]
+enum StateOn {
+    /// A tmpfs mounted by the bench, as `/run` is on a node.
+    Tmpfs,
+    /// The temporary directory's own filesystem.
+    Disk,
+}
+
+impl StateOn {
+    fn describe(self) -> &'static str {
+        match self {
+            StateOn::Tmpfs => "state on a tmpfs, as deployed under /run",
+            StateOn::Disk => "state on this machine's disk (the temporary directory)",
+        }
+    }
+}
+
+/// A tmpfs mounted on a directory, unmounted on drop.
+struct TmpfsMount(PathBuf);
+
+impl TmpfsMount {
+    fn on(dir: &Path) -> Self {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+        rustix::mount::mount(
+            "tmpfs",
+            dir,
+            "tmpfs",
+            rustix::mount::MountFlags::empty(),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("mounting a tmpfs on {}: {e}", dir.display()));
+        Self(dir.to_path_buf())
+    }
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
+    }
+}
+
+fn agent_flags() -> Vec<String> {
     let mut extra: Vec<String> = std::env::var("IPAM_BENCH_AGENT_FLAGS")
         .map(|flags| flags.split_whitespace().map(String::from).collect())
         .unwrap_or_default();
@@ -45,27 +93,79 @@ fn main() {
     {
         extra.push("--status-interval-ms=250".into());
     }
-    runtime.block_on(async {
-        // 10.0.1.10 onwards: 1,000 addresses need more than a /24.
-        let node = node_ns::NodeNs::new_with_pool(
-            (0..ALLOCATIONS as u32 + 10)
-                .map(|n| {
-                    let host = 10 + n;
-                    format!("10.0.{}.{}", 1 + host / 256, host % 256)
-                })
-                .collect(),
-            &extra.iter().map(String::as_str).collect::<Vec<_>>(),
-        )
-        .await;
-        let mut agent = node.setup.start(Some(&node.ns));
-        node.setup.wait_ready(Some(&node.ns), &mut agent);
-        let pod = NetNs::create_unique("ipam-pod").expect("a pod namespace");
+    extra
+}
+
+/// The bucket bound under which 99% of the agent's ADDs finished, and
+/// their mean, in milliseconds, from its request-duration histogram.
+fn agent_share(metrics: &str) -> (f64, f64) {
+    let agent_side = |name: &str| {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "ipam_agent_cni_request_duration_seconds_{name}{{command=\"ADD\"}}"
+                ))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let count = agent_side("count");
+    let p99_bound = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("ipam_agent_cni_request_duration_seconds_bucket{")
+                && l.contains("command=\"ADD\"")
+        })
+        .filter_map(|l| {
+            let bound = l
+                .split("le=\"")
+                .nth(1)?
+                .split('"')
+                .next()?
+                .parse::<f64>()
+                .ok()?;
+            let cumulative = l.rsplit(' ').next()?.parse::<f64>().ok()?;
+            Some((bound, cumulative))
+        })
+        .find(|(_, cumulative)| *cumulative >= 0.99 * count)
+        .map_or(f64::NAN, |(bound, _)| bound * 1000.0);
+    (agent_side("sum") / count * 1000.0, p99_bound)
+}
+
+/// 1,000 ADDs on a fresh node and agent whose state is `on`; with
+/// `plugin_alone`, 1,000 VERSION calls first.
+async fn run(on: StateOn, extra: &[String], plugin_alone: bool) {
+    // 10.0.1.10 onwards: 1,000 addresses need more than a /24.
+    let node = node_ns::NodeNs::new_with_pool(
+        (0..ALLOCATIONS as u32 + 10)
+            .map(|n| {
+                let host = 10 + n;
+                format!("10.0.{}.{}", 1 + host / 256, host % 256)
+            })
+            .collect(),
+        &extra.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    let state_dir = node.setup.dir.path().join("state");
+    let _tmpfs = matches!(on, StateOn::Tmpfs).then(|| TmpfsMount::on(&state_dir));
+    let mut agent = node.setup.start(Some(&node.ns));
+    node.setup.wait_ready(Some(&node.ns), &mut agent);
+    let pod = NetNs::create_unique("ipam-pod").expect("a pod namespace");
+    let config = node.config("1.0.0", json!({"type": "ipam-cni"}));
+    if plugin_alone {
         println!("plugin: {}", support::plugin_binary().display());
-        let config = node.config("1.0.0", json!({"type": "ipam-cni"}));
         let mut exec_alone = Vec::with_capacity(ALLOCATIONS);
         for n in 0..ALLOCATIONS {
             let started = Instant::now();
-            let output = node.cni("ipam-cni", "VERSION", &format!("version-{n}"), None, &config);
+            let output = node.cni(
+                "ipam-cni",
+                "VERSION",
+                &format!("version-{n}"),
+                None,
+                &config,
+            );
             exec_alone.push(started.elapsed());
             node_ns::assert_ok(&output, "VERSION");
         }
@@ -76,49 +176,42 @@ fn main() {
             percentile(&exec_alone, 0.99),
             percentile(&exec_alone, 1.0)
         );
-        let mut took = Vec::with_capacity(ALLOCATIONS);
-        for n in 0..ALLOCATIONS {
-            let started = Instant::now();
-            let output = node.cni("ipam-cni", "ADD", &format!("bench-{n}"), Some(&pod), &config);
-            took.push(started.elapsed());
-            node_ns::assert_ok(&output, "ADD");
-        }
-        took.sort();
-        println!(
-            "cni ADD via ipam-cni + agent ({ALLOCATIONS} allocations, state saved and routes installed each): \
-             p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-            percentile(&took, 0.50),
-            percentile(&took, 0.99),
-            percentile(&took, 1.0)
+    }
+    let mut took = Vec::with_capacity(ALLOCATIONS);
+    for n in 0..ALLOCATIONS {
+        let started = Instant::now();
+        let output = node.cni(
+            "ipam-cni",
+            "ADD",
+            &format!("bench-{n}"),
+            Some(&pod),
+            &config,
         );
-        let metrics = node.setup.metrics(Some(&node.ns));
-        let agent_side = |name: &str| {
-            metrics
-                .lines()
-                .find(|l| l.starts_with(&format!("ipam_agent_cni_request_duration_seconds_{name}{{command=\"ADD\"}}")))
-                .and_then(|l| l.rsplit(' ').next())
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(f64::NAN)
-        };
-        // The bucket bound under which 99% of the agent's ADDs finished.
-        let count = agent_side("count");
-        let p99_bound = metrics
-            .lines()
-            .filter(|l| {
-                l.starts_with("ipam_agent_cni_request_duration_seconds_bucket{")
-                    && l.contains("command=\"ADD\"")
-            })
-            .filter_map(|l| {
-                let bound = l.split("le=\"").nth(1)?.split('"').next()?.parse::<f64>().ok()?;
-                let cumulative = l.rsplit(' ').next()?.parse::<f64>().ok()?;
-                Some((bound, cumulative))
-            })
-            .find(|(_, cumulative)| *cumulative >= 0.99 * count)
-            .map_or(f64::NAN, |(bound, _)| bound * 1000.0);
-        println!(
-            "  of which in the agent: mean {:.2} ms, p99 under {p99_bound:.1} ms (flags: {extra:?})",
-            agent_side("sum") / count * 1000.0
-        );
-        support::kill(&mut agent);
+        took.push(started.elapsed());
+        node_ns::assert_ok(&output, "ADD");
+    }
+    took.sort();
+    println!(
+        "cni ADD via ipam-cni + agent ({ALLOCATIONS} allocations, state saved and routes installed each; {}): \
+         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        on.describe(),
+        percentile(&took, 0.50),
+        percentile(&took, 0.99),
+        percentile(&took, 1.0)
+    );
+    let (mean, p99_bound) = agent_share(&node.setup.metrics(Some(&node.ns)));
+    println!("  of which in the agent: mean {mean:.2} ms, p99 under {p99_bound:.1} ms (flags: {extra:?})");
+    support::kill(&mut agent);
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let extra = agent_flags();
+    runtime.block_on(async {
+        run(StateOn::Tmpfs, &extra, true).await;
+        run(StateOn::Disk, &extra, false).await;
     });
 }

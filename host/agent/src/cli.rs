@@ -78,12 +78,14 @@ pub struct Cli {
     pub max_allocate: Option<u32>,
     #[arg(long, env = "IPAM_MAX_ABOVE_WATERMARK")]
     pub max_above_watermark: Option<u32>,
-    /// Where the allocations are saved (on a hostPath, so they survive the
-    /// agent's pod).
+    /// Where the allocations are saved: on a hostPath, so they survive the
+    /// agent's pod, and by default under /run, so they last as long as the
+    /// boot whose pod network namespaces they describe (as cilium-agent's
+    /// /var/run/cilium and aws-node's /var/run/aws-node do).
     #[arg(
         long,
         env = "IPAM_AGENT_STATE_DIR",
-        default_value = "/var/lib/ipam-agent"
+        default_value = "/run/ipam-agent/state"
     )]
     pub state_dir: PathBuf,
     /// The unix socket the `ipam-cni` plugin asks.

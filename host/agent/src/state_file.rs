@@ -1,9 +1,12 @@
-//! The agent's allocations on disk, so a restart (or a crash) loses none:
+//! The agent's allocations in a file, so a restart (or a crash) loses none:
 //! written before an ADD or DEL answers, atomically (a temporary file in the
 //! same directory, fsync, rename over the old file, fsync the directory), so
 //! a crash at any point leaves either the old file or the new one. Read back
 //! at start-up before anything is served; every entry is checked and a bad
 //! file is an error naming what is wrong, never silently an empty state.
+//! The directory is by default under /run (a tmpfs on a node: the file lasts
+//! as long as the boot's pod network namespaces, and the fsyncs cost nothing
+//! there); on a disk the same save is durable across power loss too.
 //!
 //! An entry may name the pod's host-side veth (`host-ifname`, written once
 //! the datapath is attached there), so a restart that finds its pinned

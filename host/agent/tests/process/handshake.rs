@@ -34,14 +34,14 @@ pub fn add(id: &str, pod: &str) -> AgentRequest {
     }
 }
 
-fn address(response: &AgentResponse) -> String {
+pub fn address(response: &AgentResponse) -> String {
     match response {
         AgentResponse::Allocated(allocation) => allocation.address.addr().to_string(),
         other => panic!("not allocated: {other:?}"),
     }
 }
 
-fn pod(name: &str) -> Value {
+pub fn pod(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": "default"},
            "spec": {"nodeName": NODE, "containers": []}})

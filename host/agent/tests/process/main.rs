@@ -2,7 +2,9 @@
 //! metadata-service stubs on 127.0.0.1; the CNI chain and crash tests run
 //! it inside network namespaces they make (as root, failing loudly
 //! otherwise); the datapath tests also load the eBPF object, and the
-//! capabilities tests run it with no more privilege than the DaemonSet gives.
+//! capabilities tests run it with no more privilege than the DaemonSet
+//! gives; the reboot test empties its state directory as a reboot empties
+//! /run.
 
 mod capabilities;
 mod cni_chain;
@@ -10,5 +12,6 @@ mod crash;
 mod datapath;
 mod handshake;
 mod node_ns;
+mod reboot;
 mod registration;
 mod support;

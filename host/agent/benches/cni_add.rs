@@ -11,9 +11,11 @@
 //! with the state directory on a tmpfs the bench mounts, as deployed (the
 //! default `/run/ipam-agent/state`; `/run` is a tmpfs on a node), then on
 //! the temporary directory's filesystem, this machine's disk, as for an
-//! operator who keeps the state on disk across reboots. Same code, same
-//! temporary file, fsync, rename and directory fsync; on a tmpfs the fsyncs
-//! have nothing to write.
+//! operator who keeps the state on disk across reboots (each run prints
+//! the filesystem it found). Same code, same temporary file, fsync, rename
+//! and directory fsync; on a tmpfs the fsyncs have nothing to write.
+//! `IPAM_BENCH_STATE_ON` picks one run (`tmpfs` or `disk`; `both` is the
+//! default), e.g. to alternate their order between runs.
 //!
 //! `IPAM_BENCH_AGENT_FLAGS` adds agent flags (e.g. `--routing=false`, to see
 //! what the routes cost). The plugin is `IPAM_CNI_PLUGIN` when set (`cargo
@@ -50,11 +52,38 @@ enum StateOn {
 }
 
 impl StateOn {
-    fn describe(self) -> &'static str {
-        match self {
-            StateOn::Tmpfs => "state on a tmpfs, as deployed under /run",
-            StateOn::Disk => "state on this machine's disk (the temporary directory)",
+    /// The runs `IPAM_BENCH_STATE_ON` asks for: `tmpfs`, `disk`, or both
+    /// (unset or `both`, tmpfs first).
+    fn asked() -> Vec<Self> {
+        match std::env::var("IPAM_BENCH_STATE_ON").as_deref() {
+            Err(_) | Ok("both") => vec![StateOn::Tmpfs, StateOn::Disk],
+            Ok("tmpfs") => vec![StateOn::Tmpfs],
+            Ok("disk") => vec![StateOn::Disk],
+            Ok(other) => panic!("IPAM_BENCH_STATE_ON={other:?}: tmpfs, disk or both"),
         }
+    }
+
+    fn describe(self, dir: &Path) -> String {
+        match self {
+            StateOn::Tmpfs => format!("state on a {}, as deployed under /run", filesystem_of(dir)),
+            StateOn::Disk => format!("state on the temporary directory's {}", filesystem_of(dir)),
+        }
+    }
+}
+
+/// The filesystem `dir` is on: the usual ones by name.
+fn filesystem_of(dir: &Path) -> String {
+    let magic = match rustix::fs::statfs(dir) {
+        Ok(stat) => stat.f_type as u64,
+        Err(error) => return format!("filesystem that statfs cannot tell ({error})"),
+    };
+    match magic {
+        0x0102_1994 => "tmpfs".into(),
+        0xEF53 => "ext4 (or ext2/3)".into(),
+        0x5846_5342 => "xfs".into(),
+        0x9123_683E => "btrfs".into(),
+        0x794C_7630 => "overlayfs".into(),
+        other => format!("filesystem of type {other:#x}"),
     }
 }
 
@@ -150,6 +179,9 @@ async fn run(on: StateOn, extra: &[String], plugin_alone: bool) {
     .await;
     let state_dir = node.setup.dir.path().join("state");
     let _tmpfs = matches!(on, StateOn::Tmpfs).then(|| TmpfsMount::on(&state_dir));
+    std::fs::create_dir_all(&state_dir)
+        .unwrap_or_else(|e| panic!("creating {}: {e}", state_dir.display()));
+    let state_on = on.describe(&state_dir);
     let mut agent = node.setup.start(Some(&node.ns));
     node.setup.wait_ready(Some(&node.ns), &mut agent);
     let pod = NetNs::create_unique("ipam-pod").expect("a pod namespace");
@@ -194,7 +226,7 @@ async fn run(on: StateOn, extra: &[String], plugin_alone: bool) {
     println!(
         "cni ADD via ipam-cni + agent ({ALLOCATIONS} allocations, state saved and routes installed each; {}): \
          p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        on.describe(),
+        state_on,
         percentile(&took, 0.50),
         percentile(&took, 0.99),
         percentile(&took, 1.0)
@@ -211,7 +243,8 @@ fn main() {
         .expect("a runtime");
     let extra = agent_flags();
     runtime.block_on(async {
-        run(StateOn::Tmpfs, &extra, true).await;
-        run(StateOn::Disk, &extra, false).await;
+        for (n, on) in StateOn::asked().into_iter().enumerate() {
+            run(on, &extra, n == 0).await;
+        }
     });
 }

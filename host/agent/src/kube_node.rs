@@ -241,8 +241,10 @@ pub async fn publish(
         if let Some(change) = allocator.status_change().await {
             match client.patch_status(&change.to_patch()).await {
                 Ok(()) => {
-                    metrics.patched("ok");
+                    // Counted once the agent's own view holds the change,
+                    // so a count seen outside means the view is in step.
                     allocator.published(&change).await;
+                    metrics.patched("ok");
                 }
                 Err(error) => {
                     metrics.patched("error");

@@ -12,7 +12,7 @@
 //! | --- | --- |
 //! | `cli` | flags and their environment variables |
 //! | `run` | the start-up order and the tasks |
-//! | `state_file` | the allocations on disk, written atomically |
+//! | `state_file` | the allocations in their file (under /run by default), written atomically |
 //! | `allocator` | the decisions over the node view and the allocations, under one lock |
 //! | `status_change` | status.ipam.used and the handshake answers, as a typed change sent as a merge patch |
 //! | `cni_server` | the plugin's unix socket |

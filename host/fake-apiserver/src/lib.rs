@@ -13,7 +13,8 @@
 //! next patches when asked; watch events held back while asked (a lagging
 //! cache); 500 on every write to a collection while told to
 //! fail them (an API server that cannot persist, as a renewal failing past
-//! the renew deadline needs); reads of one object held until several have
+//! the renew deadline needs), or on the writes of its status subresource
+//! alone; reads of one object held until several have
 //! arrived, so concurrent readers see the same resourceVersion (two
 //! candidates racing for a Lease). Requests are logged with the status
 //! answered, so tests can check who wrote what and who was refused. Label
@@ -109,6 +110,14 @@ impl Scope {
     }
 }
 
+fn toggle(scopes: &mut BTreeSet<Scope>, scope: Scope, on: bool) {
+    if on {
+        scopes.insert(scope);
+    } else {
+        scopes.remove(&scope);
+    }
+}
+
 /// A request path taken apart.
 struct Target {
     scope: Scope,
@@ -195,6 +204,8 @@ struct State {
     conflicts_on_patch: u32,
     /// scopes whose writes are answered 500
     failing_writes: BTreeSet<Scope>,
+    /// scopes whose status subresource writes are answered 500
+    failing_status_writes: BTreeSet<Scope>,
     held_reads: Option<HeldReads>,
     /// scope -> watches to refuse with 410 Gone
     gone_on_watch: BTreeMap<Scope, u32>,
@@ -424,13 +435,15 @@ impl FakeApiServer {
     /// 500 InternalError and changes nothing.
     pub fn fail_writes(&self, collection: &str, failing: bool) {
         let scope = parse(collection).scope;
-        self.with(|s| {
-            if failing {
-                s.failing_writes.insert(scope);
-            } else {
-                s.failing_writes.remove(&scope);
-            }
-        });
+        self.with(|s| toggle(&mut s.failing_writes, scope, failing));
+    }
+
+    /// While `failing`, every write to the status subresource of an object
+    /// in `collection` is answered 500 InternalError; the objects
+    /// themselves are still written.
+    pub fn fail_status_writes(&self, collection: &str, failing: bool) {
+        let scope = parse(collection).scope;
+        self.with(|s| toggle(&mut s.failing_status_writes, scope, failing));
     }
 
     /// Hold the next `count` reads of one object: each gets the object as it
@@ -536,11 +549,13 @@ fn route(
         .split('&')
         .any(|p| p == "watch=true" || p == "watch=1");
     let namespace = scope.namespace.clone().unwrap_or_default();
-    if *method != Method::GET
-        && state
-            .failing_writes
+    let failing = |scopes: &BTreeSet<Scope>| {
+        scopes
             .iter()
             .any(|failing| failing.covers(&scope.resource, &namespace))
+    };
+    if *method != Method::GET
+        && (failing(&state.failing_writes) || (is_status && failing(&state.failing_status_writes)))
     {
         return respond(
             500,
@@ -937,6 +952,31 @@ mod tests {
         };
         assert!(uid("a").is_string());
         assert_ne!(uid("a"), uid("b"), "a uid each");
+    }
+
+    #[tokio::test]
+    async fn failing_status_writes_refuse_the_status_and_still_write_the_object() {
+        let (client, server) = FakeApiServer::start();
+        server.put(PODS, object("p", "a"));
+        let pods = Api::<Pod>::namespaced(client, "a");
+        let params = kube::api::PatchParams::default();
+        let status = kube::api::Patch::Merge(json!({"status": {"phase": "Running"}}));
+        let label = kube::api::Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}}));
+        server.fail_status_writes(PODS, true);
+        match pods.patch_status("p", &params, &status).await {
+            Err(kube::Error::Api(answer)) => assert_eq!(answer.code, 500),
+            other => panic!("a refused status write, not {other:?}"),
+        }
+        pods.patch("p", &params, &label)
+            .await
+            .expect("the object is still written");
+        server.fail_status_writes(PODS, false);
+        pods.patch_status("p", &params, &status)
+            .await
+            .expect("the status is written again");
+        let stored = server.get(PODS, "p").expect("the pod");
+        assert_eq!(stored["status"]["phase"], "Running");
+        assert_eq!(stored["metadata"]["labels"]["x"], "1");
     }
 
     #[tokio::test]

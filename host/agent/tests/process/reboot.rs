@@ -2,14 +2,18 @@
 //! on a node, the deployed default): the state directory comes back empty
 //! while the CiliumNode still lists the last boot's addresses in
 //! status.ipam.used and the pods still exist (the kubelet starts new
-//! sandboxes for them). The old entries are withdrawn, the runtime's DELs
-//! of the old sandboxes succeed, and the new sandboxes get the addresses
-//! again, so nothing leaks across the reboot.
+//! sandboxes for them). The old entries are not handed out while they are
+//! listed, then withdrawn; the runtime's DELs of the old sandboxes succeed,
+//! and their addresses are handed out again, so nothing leaks across the
+//! reboot.
+
+use std::time::{Duration, Instant};
 
 use ipam_cni::protocol::{AgentRequest, AgentResponse};
 use ipam_fake_apiserver::{FakeApiServer, CILIUMNODES};
 use serde_json::{json, Value};
 
+use crate::datapath::metric;
 use crate::handshake::{add, address, attachment, pod, request};
 use crate::support::{cilium_node, kill, node_object, pool, until_node, AgentSetup, NODES};
 
@@ -41,8 +45,8 @@ async fn after_a_reboot_the_last_boots_addresses_are_withdrawn_and_handed_out_ag
     })
     .await;
 
-    // The reboot: the agent goes, and /run comes back empty (the hostPath
-    // is created again, with nothing in it).
+    // The reboot: the agent goes, and /run comes back empty (the agent
+    // makes its state directory again itself).
     kill(&mut agent);
     let state_dir = setup
         .state_file()
@@ -50,14 +54,20 @@ async fn after_a_reboot_the_last_boots_addresses_are_withdrawn_and_handed_out_ag
         .expect("the state file's directory")
         .to_path_buf();
     std::fs::remove_dir_all(&state_dir).expect("the state directory emptied");
-    std::fs::create_dir_all(&state_dir).expect("the state directory made again");
 
+    // Until the agent has withdrawn the last boot's entries, it hands none
+    // of them out: its status patches are refused for now.
+    server.fail_status_writes(CILIUMNODES, true);
     let mut agent = setup.start(None);
     setup.wait_ready(None, &mut agent);
+    let a = request(setup.socket(), add("a-boot2", "a")).await;
+    assert_eq!(address(&a), "10.0.1.12", "an address the last boot listed");
+    server.fail_status_writes(CILIUMNODES, false);
     until_node(&server, "the last boot's entries withdrawn", |n| {
-        used(n).as_object().is_none_or(|entries| entries.is_empty())
+        used(n) == json!({"10.0.1.12": {"owner": "default/a", "resource": "eni-1"}})
     })
     .await;
+    until_patched(&setup).await;
     // The runtime tears the old sandboxes down: nothing to free, and fine.
     for container in ["a-boot1", "b-boot1"] {
         let done = request(
@@ -69,17 +79,34 @@ async fn after_a_reboot_the_last_boots_addresses_are_withdrawn_and_handed_out_ag
         .await;
         assert_eq!(done, AgentResponse::Done, "DEL of {container}");
     }
-    // The kubelet's new sandboxes for the same pods get the same addresses
-    // back: none was kept for a sandbox that no longer exists.
-    let a = request(setup.socket(), add("a-boot2", "a")).await;
+    // The kubelet's new sandbox for b gets the first address back: none was
+    // kept for a sandbox that no longer exists.
     let b = request(setup.socket(), add("b-boot2", "b")).await;
-    assert_eq!(
-        (address(&a).as_str(), address(&b).as_str()),
-        ("10.0.1.10", "10.0.1.11")
-    );
+    assert_eq!(address(&b), "10.0.1.10");
     until_node(&server, "the new boot's addresses published", |n| {
-        used(n) == both
+        used(n)
+            == json!({
+                "10.0.1.10": {"owner": "default/b", "resource": "eni-1"},
+                "10.0.1.12": {"owner": "default/a", "resource": "eni-1"},
+            })
     })
     .await;
     kill(&mut agent);
+}
+
+/// Until the agent counts a status patch the API server took: its own view
+/// of the node holds the change by then.
+async fn until_patched(setup: &AgentSetup) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let page = setup.metrics(None);
+        if metric(&page, "ipam_agent_status_patches_total{result=\"ok\"}").unwrap_or(0.0) >= 1.0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no status patch counted within 20 s:\n{page}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -180,6 +180,7 @@ mod tests {
         assert!(cli.routing);
         assert_eq!(cli.datapath_object, None, "no datapath unless asked");
         assert_eq!(cli.bpffs, PathBuf::from("/sys/fs/bpf"));
+        assert_eq!(cli.state_dir, PathBuf::from("/run/ipam-agent/state"));
         for bad in ["--eni-subnet-tags=novalue", "--cloud=gcp"] {
             assert!(
                 Cli::try_parse_from(["ipam-agent", "--node-name=n1", bad]).is_err(),

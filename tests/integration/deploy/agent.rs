@@ -577,7 +577,10 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
         ("agent: {ipam: {preAllocate: -1}}", "preAllocate"),
         ("agent: {eni: {subnetTags: {'a,b': c}}}", "'a,b'"),
         ("agent: {stateDir: relative}", "stateDir"),
-        ("agent: {enabled: true, stateDir: /run/./ipam-agent/}", "stateDir"),
+        (
+            "agent: {enabled: true, stateDir: /run/./ipam-agent/}",
+            "stateDir",
+        ),
     ] {
         let file = dir.path().join("malformed.yaml");
         std::fs::write(&file, malformed).expect("values written");

@@ -42,6 +42,37 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[index].as_secs_f64() * 1000.0
 }
 
+/// p50, p99 and the worst of `sorted`, in milliseconds.
+fn figures(sorted: &[Duration]) -> String {
+    format!(
+        "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        percentile(sorted, 0.50),
+        percentile(sorted, 0.99),
+        percentile(sorted, 1.0)
+    )
+}
+
+/// `ALLOCATIONS` runs of the plugin for `command` (each its own container
+/// id), each timed from start to exit, sorted.
+fn timed_calls(
+    node: &node_ns::NodeNs,
+    command: &str,
+    pod: Option<&NetNs>,
+    config: &serde_json::Value,
+) -> Vec<Duration> {
+    let mut took: Vec<Duration> = (0..ALLOCATIONS)
+        .map(|n| {
+            let started = Instant::now();
+            let output = node.cni("ipam-cni", command, &format!("bench-{n}"), pod, config);
+            let elapsed = started.elapsed();
+            node_ns::assert_ok(&output, command);
+            elapsed
+        })
+        .collect();
+    took.sort();
+    took
+}
+
 /// Where a run keeps the agent's state directory.
 #[derive(Clone, Copy, Debug)]
 enum StateOn {
@@ -188,48 +219,16 @@ async fn run(on: StateOn, extra: &[String], plugin_alone: bool) {
     let config = node.config("1.0.0", json!({"type": "ipam-cni"}));
     if plugin_alone {
         println!("plugin: {}", support::plugin_binary().display());
-        let mut exec_alone = Vec::with_capacity(ALLOCATIONS);
-        for n in 0..ALLOCATIONS {
-            let started = Instant::now();
-            let output = node.cni(
-                "ipam-cni",
-                "VERSION",
-                &format!("version-{n}"),
-                None,
-                &config,
-            );
-            exec_alone.push(started.elapsed());
-            node_ns::assert_ok(&output, "VERSION");
-        }
-        exec_alone.sort();
+        let exec_alone = timed_calls(&node, "VERSION", None, &config);
         println!(
-            "ipam-cni VERSION alone (started and answering, no agent): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-            percentile(&exec_alone, 0.50),
-            percentile(&exec_alone, 0.99),
-            percentile(&exec_alone, 1.0)
+            "ipam-cni VERSION alone (started and answering, no agent): {}",
+            figures(&exec_alone)
         );
     }
-    let mut took = Vec::with_capacity(ALLOCATIONS);
-    for n in 0..ALLOCATIONS {
-        let started = Instant::now();
-        let output = node.cni(
-            "ipam-cni",
-            "ADD",
-            &format!("bench-{n}"),
-            Some(&pod),
-            &config,
-        );
-        took.push(started.elapsed());
-        node_ns::assert_ok(&output, "ADD");
-    }
-    took.sort();
+    let took = timed_calls(&node, "ADD", Some(&pod), &config);
     println!(
-        "cni ADD via ipam-cni + agent ({ALLOCATIONS} allocations, state saved and routes installed each; {}): \
-         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        state_on,
-        percentile(&took, 0.50),
-        percentile(&took, 0.99),
-        percentile(&took, 1.0)
+        "cni ADD via ipam-cni + agent ({ALLOCATIONS} allocations, state saved and routes installed each; {state_on}): {}",
+        figures(&took)
     );
     let (mean, p99_bound) = agent_share(&node.setup.metrics(Some(&node.ns)));
     println!("  of which in the agent: mean {mean:.2} ms, p99 under {p99_bound:.1} ms (flags: {extra:?})");

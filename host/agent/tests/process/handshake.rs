@@ -10,7 +10,9 @@ use ipam_cni::protocol::{ask, AgentRequest, AgentResponse, Attachment, PodRef};
 use ipam_fake_apiserver::{FakeApiServer, CILIUMNODES};
 use serde_json::{json, Value};
 
-use crate::support::{cilium_node, kill, node_object, pool, until_node, AgentSetup, NODE, NODES};
+use crate::support::{
+    cilium_node, kill, node_object, pool, until_node, AgentSetup, Running, NODE, NODES,
+};
 
 pub fn attachment(id: &str) -> Attachment {
     serde_json::from_value(json!({"container_id": id, "ifname": "eth0"})).expect("an attachment")
@@ -41,14 +43,16 @@ pub fn address(response: &AgentResponse) -> String {
     }
 }
 
-pub fn pod(name: &str) -> Value {
+fn pod(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": "default"},
            "spec": {"nodeName": NODE, "containers": []}})
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn used_is_published_and_the_handshake_is_answered_as_cilium_agent_does() {
+/// The fake API server holding the Node, its CiliumNode with four pool
+/// addresses and the pods `a` and `b`, and a ready agent for it, without
+/// routes.
+pub async fn agent_with_pods_a_and_b() -> (FakeApiServer, AgentSetup, Running) {
     let server = FakeApiServer::default();
     let api = server.serve_http().await;
     server.put(NODES, node_object());
@@ -59,6 +63,12 @@ async fn used_is_published_and_the_handshake_is_answered_as_cilium_agent_does() 
     let setup = AgentSetup::new(api, &["--instance-id=i-1", "--routing=false"]);
     let mut agent = setup.start(None);
     setup.wait_ready(None, &mut agent);
+    (server, setup, agent)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn used_is_published_and_the_handshake_is_answered_as_cilium_agent_does() {
+    let (server, setup, mut agent) = agent_with_pods_a_and_b().await;
     let socket = setup.socket();
 
     let a = request(socket.clone(), add("ca", "a")).await;

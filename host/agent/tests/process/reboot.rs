@@ -10,12 +10,12 @@
 use std::time::{Duration, Instant};
 
 use ipam_cni::protocol::{AgentRequest, AgentResponse};
-use ipam_fake_apiserver::{FakeApiServer, CILIUMNODES};
+use ipam_fake_apiserver::CILIUMNODES;
 use serde_json::{json, Value};
 
 use crate::datapath::metric;
-use crate::handshake::{add, address, attachment, pod, request};
-use crate::support::{cilium_node, kill, node_object, pool, until_node, AgentSetup, NODES};
+use crate::handshake::{add, address, agent_with_pods_a_and_b, attachment, request};
+use crate::support::{kill, until_node, AgentSetup};
 
 fn used(node: &Value) -> Value {
     node["status"]["ipam"]["used"].clone()
@@ -23,16 +23,7 @@ fn used(node: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn after_a_reboot_the_last_boots_addresses_are_withdrawn_and_handed_out_again() {
-    let server = FakeApiServer::default();
-    let api = server.serve_http().await;
-    server.put(NODES, node_object());
-    server.put(CILIUMNODES, cilium_node(&pool(4)));
-    for name in ["a", "b"] {
-        server.put("/api/v1/pods", pod(name));
-    }
-    let setup = AgentSetup::new(api, &["--instance-id=i-1", "--routing=false"]);
-    let mut agent = setup.start(None);
-    setup.wait_ready(None, &mut agent);
+    let (server, setup, mut agent) = agent_with_pods_a_and_b().await;
     for (container, name) in [("a-boot1", "a"), ("b-boot1", "b")] {
         request(setup.socket(), add(container, name)).await;
     }

@@ -122,8 +122,8 @@ fn filesystem_of(dir: &Path) -> String {
 struct TmpfsMount(PathBuf);
 
 impl TmpfsMount {
+    /// On `dir`, which exists.
     fn on(dir: &Path) -> Self {
-        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
         rustix::mount::mount(
             "tmpfs",
             dir,
@@ -160,16 +160,11 @@ fn agent_flags() -> Vec<String> {
 /// their mean, in milliseconds, from its request-duration histogram.
 fn agent_share(metrics: &str) -> (f64, f64) {
     let agent_side = |name: &str| {
-        metrics
-            .lines()
-            .find(|l| {
-                l.starts_with(&format!(
-                    "ipam_agent_cni_request_duration_seconds_{name}{{command=\"ADD\"}}"
-                ))
-            })
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
+        support::metric(
+            metrics,
+            &format!("ipam_agent_cni_request_duration_seconds_{name}{{command=\"ADD\"}}"),
+        )
+        .unwrap_or(f64::NAN)
     };
     let count = agent_side("count");
     let p99_bound = metrics
@@ -209,9 +204,9 @@ async fn run(on: StateOn, extra: &[String], plugin_alone: bool) {
     )
     .await;
     let state_dir = node.setup.dir.path().join("state");
-    let _tmpfs = matches!(on, StateOn::Tmpfs).then(|| TmpfsMount::on(&state_dir));
     std::fs::create_dir_all(&state_dir)
         .unwrap_or_else(|e| panic!("creating {}: {e}", state_dir.display()));
+    let _tmpfs = matches!(on, StateOn::Tmpfs).then(|| TmpfsMount::on(&state_dir));
     let state_on = on.describe(&state_dir);
     let mut agent = node.setup.start(Some(&node.ns));
     node.setup.wait_ready(Some(&node.ns), &mut agent);

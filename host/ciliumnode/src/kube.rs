@@ -88,7 +88,8 @@ impl NodeObject {
             raw.map_or_else(|| Ok(T::default()), |raw| serde_json::from_str(raw.get()))
         }
         let name = self.metadata.name.ok_or(ObjectError::NoName)?;
-        match read(self.spec).and_then(|spec| Ok((spec, read(self.status)?))) {
+        let fields = || Ok::<_, serde_json::Error>((read(self.spec)?, read(self.status)?));
+        match fields() {
             Ok((spec, status)) => Ok(CiliumNode { name, spec, status }),
             Err(source) => Err(ObjectError::Fields { name, source }),
         }

@@ -37,11 +37,11 @@ use ipam_datapath::ENDPOINTS_MAP;
 use ipam_netns::NetNs;
 
 use crate::datapath::{
-    add_pod, datapath_node, del_pod, host_veth, ifindex, metric, send, spoof, tcx_programs,
-    TestBpffs, POD_ADDRESS, SPOOFED,
+    add_pod, datapath_node, del_pod, host_veth, ifindex, send, spoof, tcx_programs, TestBpffs,
+    POD_ADDRESS, SPOOFED,
 };
 use crate::node_ns::NodeNs;
-use crate::support::{kill, Running};
+use crate::support::{kill, metric, Running};
 
 /// util-linux's; Debian's `util-linux` package.
 const SETPRIV: &str = "/usr/bin/setpriv";

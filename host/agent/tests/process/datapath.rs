@@ -19,7 +19,7 @@ use ipam_netns::{NetLinks, NetNs};
 use serde_json::{json, Value};
 
 use crate::node_ns::{assert_ok, json_out, NodeNs, POD_GATEWAY};
-use crate::support::{kill, NODE};
+use crate::support::{kill, metric, NODE};
 
 pub const POD_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 10);
 /// Put on the pod's interface by the test, never allocated: a spoofed source.
@@ -160,13 +160,6 @@ pub fn host_veth(result: &Value) -> String {
         .and_then(|i| i["name"].as_str())
         .unwrap_or_else(|| panic!("no host-side interface in {result}"))
         .to_string()
-}
-
-/// A metric's value on the agent's page (`name` with its labels).
-pub fn metric(page: &str, name: &str) -> Option<f64> {
-    page.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|value| value.trim().parse().ok())
 }
 
 fn metric_or_zero(page: &str, name: &str) -> f64 {

@@ -7,15 +7,12 @@
 //! and their addresses are handed out again, so nothing leaks across the
 //! reboot.
 
-use std::time::{Duration, Instant};
-
 use ipam_cni::protocol::{AgentRequest, AgentResponse};
 use ipam_fake_apiserver::CILIUMNODES;
 use serde_json::{json, Value};
 
-use crate::datapath::metric;
 use crate::handshake::{add, address, agent_with_pods_a_and_b, attachment, request};
-use crate::support::{kill, until_node, AgentSetup};
+use crate::support::{kill, metric, until, until_node};
 
 fn used(node: &Value) -> Value {
     node["status"]["ipam"]["used"].clone()
@@ -58,7 +55,15 @@ async fn after_a_reboot_the_last_boots_addresses_are_withdrawn_and_handed_out_ag
         used(n) == json!({"10.0.1.12": {"owner": "default/a", "resource": "eni-1"}})
     })
     .await;
-    until_patched(&setup).await;
+    // Counted once the agent's own view holds the change.
+    until("a status patch counted", || {
+        let page = setup.metrics(None);
+        match metric(&page, "ipam_agent_status_patches_total{result=\"ok\"}") {
+            Some(count) if count >= 1.0 => Ok(()),
+            _ => Err(page),
+        }
+    })
+    .await;
     // The runtime tears the old sandboxes down: nothing to free, and fine.
     for container in ["a-boot1", "b-boot1"] {
         let done = request(
@@ -83,21 +88,4 @@ async fn after_a_reboot_the_last_boots_addresses_are_withdrawn_and_handed_out_ag
     })
     .await;
     kill(&mut agent);
-}
-
-/// Until the agent counts a status patch the API server took: its own view
-/// of the node holds the change by then.
-async fn until_patched(setup: &AgentSetup) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let page = setup.metrics(None);
-        if metric(&page, "ipam_agent_status_patches_total{result=\"ok\"}").unwrap_or(0.0) >= 1.0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no status patch counted within 20 s:\n{page}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -188,26 +188,38 @@ impl AgentSetup {
     }
 }
 
+/// Poll `probe` every 20 ms until it gives a value; after 20 s fail with
+/// `what` and what it last saw.
+pub async fn until<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen = match probe() {
+            Ok(value) => return value,
+            Err(seen) => seen,
+        };
+        assert!(Instant::now() < deadline, "{what}: not within 20 s; {seen}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Wait until `check` holds on the fake server's CiliumNode.
 pub async fn until_node(
     server: &FakeApiServer,
     what: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(node) = server.get(CILIUMNODES, NODE) {
-            if check(&node) {
-                return node;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: not within 20 s; the node: {:#}",
-            server.get(CILIUMNODES, NODE).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until(what, || match server.get(CILIUMNODES, NODE) {
+        Some(node) if check(&node) => Ok(node),
+        other => Err(format!("the node: {:#}", other.unwrap_or_default())),
+    })
+    .await
+}
+
+/// A metric's value on the agent's page (`name` with its labels).
+pub fn metric(page: &str, name: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
 }
 
 /// A plain HTTP stub on 127.0.0.1 answering by method and path (query

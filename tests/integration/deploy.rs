@@ -366,7 +366,35 @@ fn the_helm_chart_lints_and_every_example_renders_least_privilege_objects() {
         let objects = helm_template(values.map(example).as_deref().as_slice());
         assert_eq!(env(&objects, "IPAM_CLOUD"), Some(cloud), "{values:?}");
         assert_eq!(env(&objects, "IPAM_RATE_BUCKETS"), None, "{values:?}");
+        assert_eq!(
+            env(&objects, "IPAM_MODE"),
+            None,
+            "{values:?}: the mode follows the cloud"
+        );
     }
+}
+
+#[test]
+fn the_helm_chart_passes_the_ipam_mode_and_refuses_an_unknown_one() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let azure = dir.path().join("azure-mode.yaml");
+    std::fs::write(&azure, "provider:\n  image: x\n  ipamMode: azure\n").expect("values written");
+    assert_eq!(env(&helm_template(&[&azure]), "IPAM_MODE"), Some("azure"));
+    let unknown = dir.path().join("unknown-mode.yaml");
+    std::fs::write(
+        &unknown,
+        "provider:\n  image: x\n  ipamMode: alibabacloud\n",
+    )
+    .expect("values written");
+    let output = helm([
+        OsStr::new("template"),
+        OsStr::new("t"),
+        chart().as_os_str(),
+        OsStr::new("--values"),
+        unknown.as_os_str(),
+    ]);
+    assert!(!output.status.success(), "an unknown mode renders");
+    assert!(stderr(&output).contains("ipamMode"), "{}", stderr(&output));
 }
 
 #[test]

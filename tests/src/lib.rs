@@ -157,6 +157,7 @@ pub fn engine_settings(prefix_delegation: bool) -> MaintenanceSettings {
         release_delay: Duration::from_secs(30),
         free_interfaces: false,
         max_steps: 20,
+        ..MaintenanceSettings::default()
     }
 }
 

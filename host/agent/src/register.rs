@@ -15,7 +15,9 @@ pub struct NodeFacts {
     pub availability_zone: String,
     pub vpc_id: String,
     pub node_subnet_id: String,
-    /// An Azure VM: the node carries spec.azure (Cilium's Azure mode).
+    /// An Azure VM: the node carries spec.azure and no spec.eni. The
+    /// operator's IPAM mode is its own setting; this only says which spec
+    /// the facts belong in.
     pub azure: bool,
 }
 
@@ -156,7 +158,7 @@ mod tests {
         assert_eq!(node.spec.ipam.pre_allocate, Some(4));
         assert_eq!(node.spec.ipam.min_allocate, None, "unset: not named");
         assert_eq!(node.spec.ipam.max_above_watermark, Some(2));
-        assert!(node.spec.azure.is_none());
+        assert_eq!(node.spec.azure, Default::default(), "no spec.azure");
     }
 
     #[test]

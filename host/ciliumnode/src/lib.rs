@@ -5,9 +5,12 @@
 //! [`crd_schema`] is the CRD's structural schema for those fields, to check
 //! that what is written survives the API server's pruning.
 //! With the `kube` feature, the glue to a `DynamicObject` of the API server
-//! (client-free: kube-core only).
+//! (client-free: kube-core only); with `testing`, CiliumNodes exactly as
+//! Cilium's Go agent and operator write them ([`go_agent`]).
 
 pub mod crd_schema;
+#[cfg(any(test, feature = "testing"))]
+pub mod go_agent;
 #[cfg(feature = "kube")]
 pub mod kube;
 pub mod node;

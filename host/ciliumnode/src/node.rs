@@ -29,17 +29,22 @@ pub struct NodeSpec {
     pub instance_id: String,
     #[serde(default)]
     pub ipam: IpamSpec,
+    /// spec.eni: read in ENI mode.
     #[serde(default)]
     pub eni: EniSpec,
-    /// spec.azure: present on nodes of Cilium's Azure IPAM mode, whose agents
-    /// read status.azure.interfaces instead of status.eni.enis.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub azure: Option<AzureSpec>,
+    /// spec.azure: read in Azure mode. Cilium's Go agent writes it, as it
+    /// writes spec.eni, in every mode (an empty object when unused), so its
+    /// presence says nothing of the mode: that is the operator's setting.
+    #[serde(default)]
+    pub azure: AzureSpec,
 }
 
+/// spec.azure, as far as the operator reads it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct AzureSpec {
+    /// The only interface addresses are assigned on (the NIC's resource
+    /// name); empty: any of the node's interfaces.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub interface_name: String,
 }
@@ -152,7 +157,7 @@ struct AzureInterfaceFields {
     name: String,
     #[serde(default)]
     mac: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     state: String,
     #[serde(default)]
     addresses: Vec<AzureAddress>,
@@ -169,6 +174,10 @@ struct AzureInterfaceFields {
     /// Obsolete in the CRD, still read by older cilium-agents.
     #[serde(rename = "GatewayIP", default)]
     obsolete_gateway_ip: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The first non-empty of a current and an obsolete field.
@@ -267,8 +276,8 @@ pub struct EniInterface {
     /// 0.2.0) carries none, so this operator leaves it as it was.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
-    /// Device index.
-    #[serde(default)]
+    /// Device index (left out at 0, as Go's `omitempty` leaves it).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub number: u32,
     #[serde(default)]
     pub subnet: EniSubnet,
@@ -370,10 +379,7 @@ mod tests {
                       "addresses": [{{"ip": "10.240.0.5", "subnet": "s1", "state": "Succeeded"}}]}}]}}}}}}"#
             ))
             .unwrap();
-            assert_eq!(
-                node.spec.azure.as_ref().map(|a| a.interface_name.as_str()),
-                Some("eth0")
-            );
+            assert_eq!(node.spec.azure.interface_name, "eth0");
             assert_eq!(
                 node.status.azure.interfaces[0].addresses[0].ip,
                 "10.240.0.5"

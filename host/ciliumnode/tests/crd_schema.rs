@@ -101,9 +101,9 @@ fn full_node() -> CiliumNode {
         disable_prefix_delegation: true,
         delete_on_termination: Some(true),
     };
-    spec.azure = Some(AzureSpec {
+    spec.azure = AzureSpec {
         interface_name: "eth0".into(),
-    });
+    };
     let status = &mut node.status;
     status.ipam.used = node.spec.ipam.pool.clone();
     status.ipam.release_ips = BTreeMap::from([

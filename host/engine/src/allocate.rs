@@ -82,6 +82,7 @@ pub async fn allocate_step(
         prefix_delegation: settings.prefix_delegation,
         cluster_name: &settings.cluster_name,
         now_unix: unix_now(),
+        mode: settings.ipam_mode,
     });
     match plan {
         AllocationPlan::Satisfied => Ok(Step::Satisfied),

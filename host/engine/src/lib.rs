@@ -28,6 +28,7 @@ pub use engine::{Engine, EngineError, EngineState, LoopSettings, RunningEngine};
 pub use error::MaintainError;
 pub use gc::{GcRound, LeakCollector};
 pub use instance_cache::{CloudSnapshot, InstanceCache};
+pub use ipam_pool::IpamMode;
 pub use limited_cloud::LimitedCloud;
 pub use maintain::{Maintainer, NodePass};
 pub use maintenance_settings::MaintenanceSettings;

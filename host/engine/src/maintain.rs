@@ -183,8 +183,14 @@ impl Maintainer {
                 Step::Blocked(reason) => reason.clone(),
                 _ => String::new(),
             };
-            if let Some(updated) =
-                publish(parts.store.as_ref(), &parts.cache, &node, Some(error)).await?
+            if let Some(updated) = publish(
+                parts.store.as_ref(),
+                &parts.cache,
+                parts.settings.ipam_mode,
+                &node,
+                Some(error),
+            )
+            .await?
             {
                 node = updated;
             }

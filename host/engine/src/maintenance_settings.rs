@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use ipam_pool::IpamMode;
+
 /// Engine-wide settings of pool maintenance.
 #[derive(Debug, Clone)]
 pub struct MaintenanceSettings {
@@ -18,6 +20,9 @@ pub struct MaintenanceSettings {
     pub free_interfaces: bool,
     /// Allocation steps per node per pass; the node is visited again after.
     pub max_steps: usize,
+    /// Cilium's IPAM mode the cluster's agents run in: which status gets the
+    /// interfaces and which spec fields apply. Never read off a node.
+    pub ipam_mode: IpamMode,
 }
 
 impl Default for MaintenanceSettings {
@@ -28,6 +33,7 @@ impl Default for MaintenanceSettings {
             release_delay: Duration::from_secs(180),
             free_interfaces: true,
             max_steps: 10,
+            ipam_mode: IpamMode::Eni,
         }
     }
 }

@@ -1,19 +1,23 @@
-//! Writing a node's pool, its interfaces status and the operator's status
-//! from the cache: only what changed, as one [`NodeUpdate`].
+//! Writing a node's pool, its interfaces status (where the operator's IPAM
+//! mode puts it) and the operator's status from the cache: only what
+//! changed, as one [`NodeUpdate`].
 
 use ipam_ciliumnode::{CiliumNode, NodeUpdate};
-use ipam_pool::interfaces_status::{azure_interfaces, eni_interfaces, IpamMode};
+use ipam_pool::interfaces_status::{azure_interfaces, eni_interfaces};
 use ipam_pool::pool::pool_of;
+use ipam_pool::IpamMode;
 
 use crate::instance_cache::InstanceCache;
 use crate::node_store::{NodeStore, StoreError};
 
-/// Write what changed of the node's pool, interfaces and operator status
+/// Write what changed of the node's pool, interfaces (status.eni.enis in
+/// ENI mode, status.azure.interfaces in Azure mode) and operator status
 /// (`operator_error`, when given); the node as it is afterwards, if anything
 /// was written.
 pub async fn publish(
     store: &dyn NodeStore,
     cache: &InstanceCache,
+    mode: IpamMode,
     node: &CiliumNode,
     operator_error: Option<String>,
 ) -> Result<Option<CiliumNode>, StoreError> {
@@ -24,7 +28,7 @@ pub async fn publish(
             update.pool = Some(pool);
         }
         let subnet_cidr = |id: &str| cache.subnet_cidr(id);
-        match IpamMode::of(node) {
+        match mode {
             IpamMode::Azure => {
                 let interfaces = azure_interfaces(&instance, subnet_cidr);
                 if interfaces != node.status.azure.interfaces {
@@ -33,7 +37,12 @@ pub async fn publish(
             }
             IpamMode::Eni => {
                 let vpc = cache.vpc(&instance.vpc_id);
-                let enis = eni_interfaces(&instance, vpc.as_ref(), subnet_cidr);
+                let enis = eni_interfaces(
+                    &instance,
+                    vpc.as_ref(),
+                    node.spec.eni.use_primary_address,
+                    subnet_cidr,
+                );
                 if enis != node.status.eni.enis {
                     update.enis = Some(enis);
                 }

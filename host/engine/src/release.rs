@@ -150,7 +150,15 @@ pub async fn release_round(
         node = parts.store.update(&node.name, &update).await?;
     }
     if changed {
-        if let Some(updated) = publish(parts.store.as_ref(), &parts.cache, &node, None).await? {
+        if let Some(updated) = publish(
+            parts.store.as_ref(),
+            &parts.cache,
+            parts.settings.ipam_mode,
+            &node,
+            None,
+        )
+        .await?
+        {
             node = updated;
         }
     }

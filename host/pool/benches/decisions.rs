@@ -14,6 +14,7 @@ use ipam_pool::allocation::{self, AllocationInput};
 use ipam_pool::pool::pool_of;
 use ipam_pool::release_plan::{self, ReleasePlanInput};
 use ipam_pool::schedule::Schedule;
+use ipam_pool::IpamMode;
 
 fn instance() -> Instance {
     let interfaces = (0..3)
@@ -115,6 +116,7 @@ fn main() {
                 prefix_delegation: false,
                 cluster_name: "c1",
                 now_unix: 0,
+                mode: IpamMode::Eni,
             }));
         },
     );

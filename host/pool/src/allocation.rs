@@ -14,6 +14,7 @@ use ipam_cloud::{
     Subnet,
 };
 
+use crate::ipam_mode::IpamMode;
 use crate::node_view::NodeView;
 use crate::pool::{count, pool_of};
 use crate::select::{self, SubnetQuery};
@@ -52,6 +53,9 @@ pub struct AllocationInput<'a> {
     pub cluster_name: &'a str,
     /// Unix seconds, for the created-at tag of a new interface.
     pub now_unix: u64,
+    /// The operator's IPAM mode: in Azure mode a node's
+    /// `spec.azure.interface-name` limits allocation to that interface.
+    pub mode: IpamMode,
 }
 
 // A plan is made and executed one at a time, never stored in bulk: boxing the
@@ -107,12 +111,17 @@ pub fn plan(input: &AllocationInput<'_>) -> AllocationPlan {
         && !node.spec.eni.disable_prefix_delegation;
 
     let exclude = node.exclude_interface_tags();
+    let only_named = match input.mode {
+        IpamMode::Azure => Some(node.spec.azure.interface_name.as_str()).filter(|n| !n.is_empty()),
+        IpamMode::Eni => None,
+    };
     if let Some(choice) = select::interface_to_fill(
         &instance.interfaces,
         limits,
         subnets,
         node.first_interface_index(),
         &exclude,
+        only_named,
     ) {
         // Never ask the subnet for more than it has (as last seen).
         let subnet_free = subnets
@@ -129,6 +138,13 @@ pub fn plan(input: &AllocationInput<'_>) -> AllocationPlan {
         };
     }
 
+    if let Some(name) = only_named {
+        // Cilium's Azure mode never goes past the named interface.
+        return AllocationPlan::Blocked(format!(
+            "interface {name} (spec.azure.interface-name) is full, out of subnet addresses or not on instance {}",
+            instance.id
+        ));
+    }
     if !input.capabilities.create_interface {
         return AllocationPlan::Blocked(
             "every interface is full and the provider cannot create interfaces".into(),

@@ -12,6 +12,7 @@ pub mod allocation;
 pub mod backoff;
 pub mod handshake;
 pub mod interfaces_status;
+pub mod ipam_mode;
 pub mod node_view;
 pub mod pool;
 pub mod rate_buckets;
@@ -22,4 +23,5 @@ pub mod tags;
 pub mod token_bucket;
 pub mod watermarks;
 
+pub use ipam_mode::IpamMode;
 pub use node_view::NodeView;

@@ -28,6 +28,13 @@ pub fn free_slots(interface: &NetworkInterface, limits: InstanceLimits) -> u32 {
         .saturating_sub(u32::try_from(used).unwrap_or(u32::MAX))
 }
 
+/// An interface's name: the last segment of its id (an ARM NIC's resource
+/// name, which `spec.azure.interface-name` gives); an id without `/` (an
+/// ENI's) is its own name.
+pub fn interface_name(interface: &NetworkInterface) -> &str {
+    interface.id.rsplit('/').next().unwrap_or(&interface.id)
+}
+
 fn has_all_tags(tags: &[Tag], wanted: &[Tag]) -> bool {
     wanted.iter().all(|w| tags.contains(w))
 }
@@ -53,12 +60,15 @@ pub struct InterfaceChoice<'a> {
 /// The interface to assign on: among usable interfaces with a free slot whose
 /// subnet still has addresses, the fullest one (lowest index on a tie), so
 /// that whole interfaces stay empty and can be freed; Cilium picks at random.
+/// With `only_named` (Azure's `spec.azure.interface-name`), only the
+/// interface of that name is considered, as Cilium's Azure mode does.
 pub fn interface_to_fill<'a>(
     interfaces: &'a [NetworkInterface],
     limits: InstanceLimits,
     subnets: &[Subnet],
     first_interface_index: u32,
     exclude_tags: &[Tag],
+    only_named: Option<&str>,
 ) -> Option<InterfaceChoice<'a>> {
     let subnet_has_room = |id: &str| {
         subnets
@@ -69,6 +79,7 @@ pub fn interface_to_fill<'a>(
     interfaces
         .iter()
         .filter(|i| usable(i, first_interface_index, exclude_tags) && subnet_has_room(&i.subnet_id))
+        .filter(|i| only_named.is_none_or(|name| interface_name(i) == name))
         .map(|i| (i, free_slots(i, limits)))
         .filter(|(_, free)| *free > 0)
         .min_by_key(|(i, free)| (*free, i.index))
@@ -448,6 +459,7 @@ mod tests {
             &subnets,
             1,
             &[tag("no-pods", "true")],
+            None,
         )
         .unwrap();
         // index 0 is below first-interface-index, 3 is excluded, 4 is full,
@@ -455,13 +467,38 @@ mod tests {
         assert_eq!((choice.interface.index, choice.free_slots), (2, 3));
         let tie = [eni(2, 4, "s"), eni(1, 4, "s")];
         assert_eq!(
-            interface_to_fill(&tie, limits(10, 8), &subnets, 0, &[])
+            interface_to_fill(&tie, limits(10, 8), &subnets, 0, &[], None)
                 .unwrap()
                 .interface
                 .index,
             1
         );
-        assert!(interface_to_fill(&[eni(1, 9, "s")], limits(10, 8), &subnets, 0, &[]).is_none());
+        assert!(
+            interface_to_fill(&[eni(1, 9, "s")], limits(10, 8), &subnets, 0, &[], None).is_none()
+        );
+    }
+
+    #[test]
+    fn a_named_interface_is_the_only_one_filled() {
+        let subnets = [subnet("s", "z", 100, &[])];
+        let mut first = eni(0, 2, "s");
+        first.id = "/subscriptions/s/resourceGroups/RG/providers/Microsoft.Network/networkInterfaces/nic-a".into();
+        let mut second = eni(1, 6, "s");
+        second.id = "/subscriptions/s/resourceGroups/RG/providers/Microsoft.Network/networkInterfaces/nic-b".into();
+        let interfaces = [first, second];
+        let fill = |named| {
+            interface_to_fill(&interfaces, limits(10, 8), &subnets, 0, &[], named)
+                .map(|c| interface_name(c.interface))
+        };
+        assert_eq!(fill(None), Some("nic-b"), "unnamed: the fullest");
+        assert_eq!(fill(Some("nic-a")), Some("nic-a"), "named: that one only");
+        assert_eq!(fill(Some("nic-c")), None, "a name no interface has");
+        let full = [eni(1, 9, "s")];
+        assert!(
+            interface_to_fill(&full, limits(10, 8), &subnets, 0, &[], Some("eni-1")).is_none(),
+            "the named interface is full"
+        );
+        assert_eq!(interface_name(&eni(3, 0, "s")), "eni-3");
     }
 
     #[test]

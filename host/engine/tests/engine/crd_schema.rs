@@ -7,23 +7,23 @@ use std::sync::Arc;
 
 use ipam_ciliumnode::crd_schema::{self, Nulls};
 use ipam_ciliumnode::patch::merge_patches;
-use ipam_ciliumnode::{AzureSpec, CiliumNode, NodeUpdate};
-use ipam_engine::{MemoryNodeStore, Metrics, NodeStore};
+use ipam_ciliumnode::{CiliumNode, NodeUpdate};
+use ipam_engine::{MaintenanceSettings, MemoryNodeStore, Metrics, NodeStore};
 use ipam_fake_cloud::FakeCloud;
 
-use crate::support::{maintainer, node, settings};
+use crate::support::{azure_node, azure_settings, maintainer, node, settings};
 
 const NODE: &str = "n1";
 
 /// `registered` after the engine's resync and one pass.
-async fn converged(registered: CiliumNode) -> CiliumNode {
+async fn converged(registered: CiliumNode, settings: MaintenanceSettings) -> CiliumNode {
     let _ = ipam_engine::clock::unix_now();
     let store = Arc::new(MemoryNodeStore::new());
     store.upsert(registered).unwrap();
     let maintainer = maintainer(
         Arc::new(FakeCloud::standard(1)),
         store.clone(),
-        settings(),
+        settings,
         Arc::new(Metrics::new()),
     );
     let parts = maintainer.parts();
@@ -56,7 +56,7 @@ fn findings(registered: &CiliumNode, node: &CiliumNode) -> Vec<crd_schema::Findi
 #[tokio::test(start_paused = true)]
 async fn an_eni_node_as_the_engine_writes_it_fits_the_crd() {
     let registered = node(NODE, "i-0000", 2);
-    let node = converged(registered.clone()).await;
+    let node = converged(registered.clone(), settings()).await;
     let eni = node.status.eni.enis.values().next().expect("an interface");
     assert!(
         !eni.ip.is_empty() && !eni.availability_zone.is_empty(),
@@ -67,9 +67,8 @@ async fn an_eni_node_as_the_engine_writes_it_fits_the_crd() {
 
 #[tokio::test(start_paused = true)]
 async fn an_azure_node_as_the_engine_writes_it_fits_the_crd() {
-    let mut registered = node(NODE, "i-0000", 2);
-    registered.spec.azure = Some(AzureSpec::default());
-    let node = converged(registered.clone()).await;
+    let registered = azure_node(NODE, "i-0000", 2);
+    let node = converged(registered.clone(), azure_settings()).await;
     let nic = node.status.azure.interfaces.first().expect("an interface");
     assert!(
         !nic.cidr.is_empty() && !nic.gateway_ip.is_empty(),

@@ -6,12 +6,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ipam_ciliumnode::{AzureSpec, ReleaseState};
-use ipam_engine::{Maintainer, MemoryNodeStore, Metrics, NodePass, NodeStore, Step};
+use ipam_ciliumnode::ReleaseState;
+use ipam_engine::{
+    Maintainer, MaintenanceSettings, MemoryNodeStore, Metrics, NodePass, NodeStore, Step,
+};
 use ipam_fake_cloud::FakeCloud;
 
 use crate::agents::tick;
-use crate::support::{get, maintainer, node, one_instance_cloud, settings, TINY};
+use crate::support::{
+    azure_node, azure_settings, get, maintainer, node, one_instance_cloud, settings, TINY,
+};
 
 const NODE: &str = "n1";
 
@@ -22,13 +26,21 @@ struct Setup {
 }
 
 fn setup(fake: FakeCloud, node: ipam_ciliumnode::CiliumNode) -> Setup {
+    setup_with(fake, node, settings())
+}
+
+fn setup_with(
+    fake: FakeCloud,
+    node: ipam_ciliumnode::CiliumNode,
+    settings: MaintenanceSettings,
+) -> Setup {
     // Interface ages are measured on the engine's clock; read it first (see
     // support::start).
     let _ = ipam_engine::clock::unix_now();
     let store = Arc::new(MemoryNodeStore::new());
     store.upsert(node).unwrap();
     let metrics = Arc::new(Metrics::new());
-    let maintainer = maintainer(Arc::new(fake), store.clone(), settings(), metrics.clone());
+    let maintainer = maintainer(Arc::new(fake), store.clone(), settings, metrics.clone());
     Setup {
         store,
         metrics,
@@ -272,18 +284,46 @@ async fn a_blocked_node_says_why_once_and_creations_are_announced() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_azure_node_gets_its_interfaces_in_status_azure() {
-    let mut azure = node(NODE, "i-0000", 2);
-    azure.spec.azure = Some(AzureSpec::default());
-    let s = setup(FakeCloud::standard(1), azure);
+async fn in_azure_mode_a_go_written_node_gets_its_interfaces_in_status_azure() {
+    // Cilium's Go agent writes "eni": {} on an Azure node too.
+    let s = setup_with(
+        FakeCloud::standard(1),
+        azure_node(NODE, "i-0000", 2),
+        azure_settings(),
+    );
     s.resync().await;
     s.pass().await;
     let node = s.store.get(NODE).await.unwrap().unwrap();
-    assert!(node.status.eni.enis.is_empty());
+    assert!(node.status.eni.enis.is_empty(), "{:?}", node.status.eni);
     let interfaces = &node.status.azure.interfaces;
     assert!(!interfaces.is_empty());
     let published: usize = interfaces.iter().map(|i| i.addresses.len()).sum();
     assert!(published >= node.spec.ipam.pool.len(), "{interfaces:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_eni_mode_a_go_written_node_gets_its_interfaces_in_status_eni() {
+    // Cilium's Go agent writes "azure": {} and "alibaba-cloud": {} on an ENI
+    // node: cilium-agent finds every pool entry's interface in
+    // status.eni.enis, or hands out no address.
+    let registered = node(NODE, "i-0000", 2);
+    let s = setup(FakeCloud::standard(1), registered);
+    s.resync().await;
+    s.pass().await;
+    let node = s.store.get(NODE).await.unwrap().unwrap();
+    assert!(
+        node.status.azure.interfaces.is_empty(),
+        "{:?}",
+        node.status.azure
+    );
+    assert!(!node.spec.ipam.pool.is_empty());
+    for (ip, entry) in &node.spec.ipam.pool {
+        let resource = entry.resource.as_deref().unwrap_or_default();
+        assert!(
+            node.status.eni.enis.contains_key(resource),
+            "{ip}: interface {resource} is not in status.eni.enis"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ipam_ciliumnode::CiliumNode;
+use ipam_ciliumnode::{go_agent, CiliumNode};
 use ipam_cloud::rate::{BucketConfig, RateLimits};
 use ipam_cloud::CloudApi;
 use ipam_cloud::InstanceLimits;
 use ipam_engine::{
-    Engine, EngineState, InstanceCache, LimitedCloud, LoopSettings, Maintainer,
+    Engine, EngineState, InstanceCache, IpamMode, LimitedCloud, LoopSettings, Maintainer,
     MaintenanceSettings, MemoryNodeStore, Metrics, NodeStore, RunningEngine,
 };
 use ipam_fake_cloud::{FakeCloud, InstanceSpec, SubnetSpec};
@@ -48,15 +48,27 @@ pub const TINY: InstanceLimits = InstanceLimits {
 /// The cluster name the engine tags its interfaces with.
 pub const CLUSTER: &str = "test";
 
-/// A node on `instance` keeping `pre` addresses free.
+/// A node on `instance` keeping `pre` addresses free, as cilium-agent in
+/// ENI mode registers it (`"azure": {}` and all).
 pub fn node(name: &str, instance: &str, pre: u32) -> CiliumNode {
-    let mut node = CiliumNode {
-        name: name.into(),
-        ..Default::default()
-    };
-    node.spec.instance_id = instance.into();
+    let mut node = go_agent::eni_node(name, instance);
     node.spec.ipam.pre_allocate = Some(pre);
     node
+}
+
+/// [`node`] as cilium-agent in Azure mode registers it (`"eni": {}` and all).
+pub fn azure_node(name: &str, instance: &str, pre: u32) -> CiliumNode {
+    let mut node = go_agent::azure_node(name, instance);
+    node.spec.ipam.pre_allocate = Some(pre);
+    node
+}
+
+/// [`settings`] in Azure mode.
+pub fn azure_settings() -> MaintenanceSettings {
+    MaintenanceSettings {
+        ipam_mode: IpamMode::Azure,
+        ..settings()
+    }
 }
 
 /// [`node`], leaving the primary interface to the node itself (as on EKS
@@ -76,6 +88,7 @@ pub fn settings() -> MaintenanceSettings {
         release_delay: Duration::from_secs(30),
         free_interfaces: false,
         max_steps: 20,
+        ipam_mode: IpamMode::Eni,
     }
 }
 

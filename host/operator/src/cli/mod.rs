@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch; errors become `anyhow` only here.
 
+mod ipam_mode;
 mod kvstore_args;
 mod kvstore_duties;
 mod provider;

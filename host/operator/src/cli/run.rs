@@ -25,6 +25,7 @@ use ipam_provider_runtime::host_budget::OverBudget;
 use ipam_provider_runtime::{BudgetSink, CallLimits, ProviderRuntime, RuntimeConfig};
 use tokio::sync::watch;
 
+use super::ipam_mode::{ipam_mode, IpamModeArg};
 use super::kvstore_args::KvstoreArgs;
 use super::kvstore_duties;
 use super::provider::{load_config, module_bytes};
@@ -109,6 +110,12 @@ pub struct RunArgs {
     /// The cloud the provider talks to: the default egress allow-list.
     #[arg(long, env = "IPAM_CLOUD", value_enum, default_value_t = CloudArg::Generic)]
     pub cloud: CloudArg,
+    /// Cilium's IPAM mode the cluster's agents run in (cilium-agent's
+    /// --ipam): which status gets each node's interfaces. Default: the
+    /// cloud's (aws: eni, azure: azure; generic: eni). Never taken from
+    /// what a CiliumNode carries.
+    #[arg(long, env = "IPAM_MODE", value_enum)]
+    pub ipam_mode: Option<IpamModeArg>,
     /// Replace the figures of one bucket of the provider's declared rate
     /// model (an account with raised limits): NAME=BURST:PER_SECOND, e.g.
     /// AttachNetworkInterface=100:10; repeatable. A name the provider does
@@ -285,6 +292,9 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let cloud_kind = Cloud::from(args.cloud);
+    let ipam_mode = ipam_mode(cloud_kind, args.ipam_mode)?;
+    tracing::info!(mode = %ipam_mode, cloud = ?cloud_kind, "IPAM mode");
     let (path, bytes) = module_bytes(&args.provider).await?;
     if let Some(want) = &args.provider_sha256 {
         let have = sha256_hex(&bytes);
@@ -325,7 +335,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     .context("resolving Azure credentials")?;
         }
     }
-    let cloud_kind = Cloud::from(args.cloud);
     if let Some(chain) = args.credentials_source.cloud() {
         if chain != cloud_kind {
             tracing::warn!(
@@ -390,6 +399,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             prefix_delegation: args.prefix_delegation,
             release_delay: Duration::from_secs(args.release_delay_seconds),
             free_interfaces: args.free_interfaces,
+            ipam_mode,
             ..MaintenanceSettings::default()
         },
         config: LoopSettings {

@@ -88,6 +88,7 @@ struct Row {
     capabilities: Capabilities,
     prefix_delegation: bool,
     pending_pods: u32,
+    mode: IpamMode,
     want: AllocationPlan,
 }
 
@@ -101,8 +102,16 @@ fn row(why: &'static str, node: CiliumNode, instance: Instance, want: Allocation
         capabilities: ALL,
         prefix_delegation: false,
         pending_pods: 0,
+        mode: IpamMode::Eni,
         want,
     }
+}
+
+/// A node whose spec.azure names `interface` (the last segment of an id).
+fn named(pre_allocate: u32, interface: &str) -> CiliumNode {
+    let mut node = node(pre_allocate, 0);
+    node.spec.azure.interface_name = interface.into();
+    node
 }
 
 fn create(index: u32, ipv4_count: u32, use_prefixes: bool) -> CreateInterfaceRequest {
@@ -144,7 +153,49 @@ fn assign(interface: &str, request: IpRequest, fallback: Option<IpRequest>) -> A
 
 fn rows() -> Vec<Row> {
     let primary_only = instance(vec![eni(0, 0, "subnet-a")]);
+    let two_with_room = || {
+        instance(vec![
+            eni(0, 0, "subnet-a"),
+            eni(1, 6, "subnet-a"),
+            eni(2, 2, "subnet-a"),
+        ])
+    };
     vec![
+        Row {
+            mode: IpamMode::Azure,
+            ..row(
+                "Azure mode: only the interface spec.azure.interface-name names is filled",
+                named(12, "eni-2"),
+                two_with_room(),
+                assign("eni-2", IpRequest::Addresses(4), None),
+            )
+        },
+        row(
+            "ENI mode: spec.azure.interface-name plays no part",
+            named(12, "eni-2"),
+            two_with_room(),
+            assign("eni-1", IpRequest::Addresses(3), None),
+        ),
+        Row {
+            mode: IpamMode::Azure,
+            ..row(
+                "Azure mode without a name: any interface, the fullest first",
+                named(12, ""),
+                two_with_room(),
+                assign("eni-1", IpRequest::Addresses(3), None),
+            )
+        },
+        Row {
+            mode: IpamMode::Azure,
+            ..row(
+                "Azure mode: a named interface the instance lacks blocks, naming it",
+                named(12, "nic-9"),
+                two_with_room(),
+                AllocationPlan::Blocked(
+                    "interface nic-9 (spec.azure.interface-name) is full, out of subnet addresses or not on instance i-1".into(),
+                ),
+            )
+        },
         row(
             "a pool of 8 with nothing used is satisfied at pre-allocate 8",
             node(8, 0),
@@ -296,6 +347,7 @@ fn plans() {
             prefix_delegation: row.prefix_delegation,
             cluster_name: "c1",
             now_unix: 1_700_000_000,
+            mode: row.mode,
         };
         assert_eq!(plan(&input), row.want, "{}", row.why);
     }

@@ -160,7 +160,7 @@ fn parse<R: DeserializeOwned>(url: &str, body: &[u8]) -> Result<R, Error> {
 pub mod scripted {
     //! A transport that answers from a script and records what it was sent.
 
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::collections::VecDeque;
     use std::time::Duration;
 
@@ -173,6 +173,8 @@ pub mod scripted {
         pub answers: RefCell<VecDeque<Response>>,
         pub sent: RefCell<Vec<Request>>,
         pub slept: RefCell<Vec<Duration>>,
+        /// What `now` answers; sleeping moves it on, and so may a test.
+        pub clock: Cell<Duration>,
     }
 
     pub fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> Response {
@@ -214,6 +216,11 @@ pub mod scripted {
 
         fn sleep(&self, wait: Duration) {
             self.slept.borrow_mut().push(wait);
+            self.clock.set(self.clock.get() + wait);
+        }
+
+        fn now(&self) -> Duration {
+            self.clock.get()
         }
     }
 }

@@ -125,13 +125,10 @@ fn nic_name(nic: &NicId) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use ipam_provider_sdk::net::parse_ipv4;
 
     use super::*;
     use crate::arm::scripted::{answer, Scripted};
-    use crate::arm::Arm;
     use crate::settings::Settings;
 
     const ARM: &str = "http://127.0.0.1:1";
@@ -140,18 +137,11 @@ mod tests {
     fn azure(answers: Vec<crate::transport::Response>) -> Azure<Scripted> {
         let settings = Settings::parse(&format!(
             r#"{{"subscription-id": "00000000-1111-2222-3333-444444444444",
-                "resource-group": "rg", "arm-endpoint": "{ARM}"}}"#
+                "resource-group": "rg", "arm-endpoint": "{ARM}",
+                "operation-timeout-ms": 5000, "poll-interval-ms": 100}}"#
         ))
         .unwrap();
-        Azure {
-            arm: Arm {
-                transport: Scripted::new(answers),
-                endpoint: ARM.into(),
-                operation_timeout: Duration::from_secs(5),
-                poll_interval: Duration::from_millis(100),
-            },
-            settings,
-        }
+        Azure::new(Scripted::new(answers), settings)
     }
 
     fn nic_body(id: &str, extra: &str) -> String {

@@ -16,6 +16,7 @@ mod convert;
 mod credentials;
 mod errors;
 mod ip_configs;
+mod kept_networks;
 mod models;
 mod rate_model;
 mod read;
@@ -31,6 +32,7 @@ use ipam_provider_sdk::{
 };
 
 use arm::Arm;
+use kept_networks::KeptNetworks;
 use settings::Settings;
 use transport::{Transport, WasiTransport};
 
@@ -38,6 +40,8 @@ use transport::{Transport, WasiTransport};
 pub(crate) struct Azure<T> {
     arm: Arm<T>,
     settings: Settings,
+    /// get-vpcs' listing, for the get-subnets right after it.
+    kept_networks: Option<KeptNetworks>,
 }
 
 impl<T: Transport> Azure<T> {
@@ -50,6 +54,7 @@ impl<T: Transport> Azure<T> {
                 poll_interval: Duration::from_millis(settings.poll_interval_ms),
             },
             settings,
+            kept_networks: None,
         }
     }
 }
@@ -73,8 +78,8 @@ fn configuration_name() -> String {
 }
 
 impl AzureProvider {
-    fn azure(&self) -> Result<&Azure<WasiTransport>, Error> {
-        self.azure.as_ref().ok_or_else(|| {
+    fn azure(&mut self) -> Result<&mut Azure<WasiTransport>, Error> {
+        self.azure.as_mut().ok_or_else(|| {
             Error::InvalidArgument("the azure provider has not been configured".to_string())
         })
     }
@@ -102,7 +107,7 @@ impl Provider for AzureProvider {
 
     fn configure(&mut self, settings: &str) -> Result<(), Error> {
         let settings = Settings::parse(settings)?;
-        self.azure = Some(Azure::new(WasiTransport, settings));
+        self.azure = Some(Azure::new(WasiTransport::new(), settings));
         Ok(())
     }
 

@@ -1,6 +1,9 @@
 //! ARM's rate model: its token buckets per subscription and region (reads,
 //! writes, deletes), and the calls each operation makes on its ordinary
-//! path (`README.md` has the table).
+//! path (`README.md` has the table). get-subnets' VirtualNetworks.List is
+//! an upper bound: the get-subnets that follows a get-vpcs within a second
+//! on the same instance takes get-vpcs' listing and calls nothing
+//! (`kept_networks`).
 
 use ipam_provider_sdk::rate::{bucket, cost};
 use ipam_provider_sdk::{Operation, RateModel};
@@ -24,6 +27,7 @@ pub fn rate_model() -> RateModel {
         ],
         costs: vec![
             cost(Operation::GetVpcs, &[vnets]),
+            // An upper bound: none right after get-vpcs (`kept_networks`).
             cost(Operation::GetSubnets, &[vnets]),
             cost(
                 Operation::GetSecurityGroups,

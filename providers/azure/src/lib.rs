@@ -8,7 +8,9 @@
 //! ARM's JSON is modelled by hand (`models`), not with `azure_mgmt_network`:
 //! `README.md` says why. Each operation is blocking code over a
 //! [`transport::Transport`]; a write waits for its long-running operation by
-//! polling, sleeping on wasi:clocks.
+//! polling, sleeping on wasi:clocks. Every write leaves out the NIC's IP
+//! configurations in provisioning state Failed, and an assign whose
+//! operation ended Failed is undone (`undo`; `README.md` says why).
 
 mod arm;
 mod assign;
@@ -18,11 +20,14 @@ mod errors;
 mod ip_configs;
 mod kept_networks;
 mod models;
+#[cfg(test)]
+mod nic_scripts;
 mod rate_model;
 mod read;
 mod resource_id;
 mod settings;
 mod transport;
+mod undo;
 
 use std::time::Duration;
 

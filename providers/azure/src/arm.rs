@@ -13,6 +13,31 @@ use crate::errors;
 use crate::models::{OperationStatus, Page};
 use crate::transport::{Request, Response, Transport};
 
+/// Why a PUT did not end well.
+#[derive(Debug)]
+pub enum PutError {
+    /// ARM took the write and its long-running operation ended `Failed`:
+    /// part of the write may be on the resource.
+    OperationFailed(Error),
+    /// Anything else: the PUT refused, not sent, its operation canceled or
+    /// not followed to its end.
+    Other(Error),
+}
+
+impl From<Error> for PutError {
+    fn from(error: Error) -> Self {
+        PutError::Other(error)
+    }
+}
+
+impl From<PutError> for Error {
+    fn from(error: PutError) -> Self {
+        match error {
+            PutError::OperationFailed(error) | PutError::Other(error) => error,
+        }
+    }
+}
+
 pub struct Arm<T> {
     pub transport: T,
     /// `http[s]://host[:port]`, no trailing slash.
@@ -88,7 +113,12 @@ impl<T: Transport> Arm<T> {
 
     /// PUT `body` to `url` if the resource still has `etag`, and wait until
     /// ARM has applied it.
-    pub fn put<B: Serialize>(&self, url: &str, body: &B, etag: Option<&str>) -> Result<(), Error> {
+    pub fn put<B: Serialize>(
+        &self,
+        url: &str,
+        body: &B,
+        etag: Option<&str>,
+    ) -> Result<(), PutError> {
         let body = serde_json::to_vec(body)
             .map_err(|e| Error::Other(format!("encoding the PUT of {url}: {e}")))?;
         let response = self.send(Request {
@@ -100,7 +130,7 @@ impl<T: Transport> Arm<T> {
         self.wait(url, &response)
     }
 
-    fn wait(&self, url: &str, response: &Response) -> Result<(), Error> {
+    fn wait(&self, url: &str, response: &Response) -> Result<(), PutError> {
         let mut waited = Duration::ZERO;
         let mut retry_after = response.header("retry-after");
         let status_url = response.header("azure-asyncoperation");
@@ -118,10 +148,10 @@ impl<T: Transport> Arm<T> {
                 .map(Duration::from_millis)
                 .unwrap_or(self.poll_interval);
             if waited + wait > self.operation_timeout {
-                return Err(Error::Transient(format!(
+                return Err(PutError::Other(Error::Transient(format!(
                     "the PUT of {url} had not finished after {} ms of polling; the next call sees where it got",
                     waited.as_millis()
-                )));
+                ))));
             }
             self.transport.sleep(wait);
             waited += wait;
@@ -136,11 +166,17 @@ impl<T: Transport> Arm<T> {
             let status: OperationStatus = parse(&poll_url, &polled.body)?;
             match status.status.as_str() {
                 "Succeeded" => return Ok(()),
-                "Failed" | "Canceled" => {
-                    return Err(errors::from_operation(
+                "Failed" => {
+                    return Err(PutError::OperationFailed(errors::from_operation(
                         &status.status,
                         status.error.as_ref(),
-                    ))
+                    )))
+                }
+                "Canceled" => {
+                    return Err(PutError::Other(errors::from_operation(
+                        &status.status,
+                        status.error.as_ref(),
+                    )))
                 }
                 _ => {}
             }
@@ -160,7 +196,7 @@ fn parse<R: DeserializeOwned>(url: &str, body: &[u8]) -> Result<R, Error> {
 pub mod scripted {
     //! A transport that answers from a script and records what it was sent.
 
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::collections::VecDeque;
     use std::time::Duration;
 
@@ -173,6 +209,8 @@ pub mod scripted {
         pub answers: RefCell<VecDeque<Response>>,
         pub sent: RefCell<Vec<Request>>,
         pub slept: RefCell<Vec<Duration>>,
+        /// What `now` answers; sleeping moves it on, and so may a test.
+        pub clock: Cell<Duration>,
     }
 
     pub fn answer(status: u16, headers: &[(&str, &str)], body: &str) -> Response {
@@ -214,6 +252,11 @@ pub mod scripted {
 
         fn sleep(&self, wait: Duration) {
             self.slept.borrow_mut().push(wait);
+            self.clock.set(self.clock.get() + wait);
+        }
+
+        fn now(&self) -> Duration {
+            self.clock.get()
         }
     }
 }
@@ -326,7 +369,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_operation_is_mapped_by_its_code() {
+    fn a_failed_operation_is_told_apart_and_mapped_by_its_code() {
         let status = format!("{ARM}/operations/1");
         let arm = arm(vec![
             answer(200, &[("Azure-AsyncOperation", &status)], "{}"),
@@ -337,8 +380,21 @@ mod tests {
             ),
         ]);
         let result = arm.put(&format!("{ARM}/nic"), &SubResource { id: "n".into() }, None);
-        assert!(matches!(result, Err(Error::SubnetFull(m)) if m.contains("full")));
+        assert!(
+            matches!(result, Err(PutError::OperationFailed(Error::SubnetFull(m))) if m.contains("full"))
+        );
         assert_eq!(*arm.transport.slept.borrow(), [Duration::from_millis(500)]);
+    }
+
+    #[test]
+    fn a_canceled_operation_is_not_a_failed_one() {
+        let status = format!("{ARM}/operations/1");
+        let arm = arm(vec![
+            answer(200, &[("Azure-AsyncOperation", &status)], "{}"),
+            answer(200, &[], r#"{"status": "Canceled"}"#),
+        ]);
+        let result = arm.put(&format!("{ARM}/nic"), &SubResource { id: "n".into() }, None);
+        assert!(matches!(result, Err(PutError::Other(Error::Other(m))) if m.contains("Canceled")));
     }
 
     #[test]
@@ -371,7 +427,9 @@ mod tests {
         }
         let arm = arm(answers);
         let result = arm.put(&format!("{ARM}/nic"), &SubResource { id: "n".into() }, None);
-        assert!(matches!(result, Err(Error::Transient(m)) if m.contains("had not finished")));
+        assert!(
+            matches!(result, Err(PutError::Other(Error::Transient(m))) if m.contains("had not finished"))
+        );
         // 10 s of 500 ms waits.
         assert_eq!(arm.transport.slept.borrow().len(), 20);
     }
@@ -384,7 +442,7 @@ mod tests {
             "{}",
         )]);
         let result = arm.put(&format!("{ARM}/nic"), &SubResource { id: "n".into() }, None);
-        assert!(matches!(result, Err(Error::Other(m)) if m.contains("not on")));
+        assert!(matches!(result, Err(PutError::Other(Error::Other(m))) if m.contains("not on")));
         assert_eq!(arm.transport.sent.borrow().len(), 1);
     }
 }

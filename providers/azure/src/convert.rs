@@ -1,10 +1,13 @@
-//! ARM's listings as the WIT's values, the way Cilium's Azure mode reads
-//! them: a subnet's free addresses are its size less Azure's 5 reserved and
-//! the IP configurations in it; an instance is a VM (its lower-cased id)
-//! with its NICs, the primary first; MACs `AA-BB-...` become `aa:bb:...`;
-//! only Succeeded secondary addresses count. Ids compared across resources
-//! are lower-cased (`resource_id::canonical`); NIC ids stay as ARM spells
-//! them, since they only go back to ARM.
+//! ARM's listings as the WIT's values, in the forms Cilium's Azure operator
+//! reports them: a subnet's free addresses are its size less Azure's 5
+//! reserved and the IP configurations in it; an instance is a VM (its
+//! lower-cased id, `resource_id::canonical`) with its NICs, the primary
+//! first; MACs `AA-BB-...` become `AA:BB:...`, their case kept; only
+//! Succeeded secondary addresses count. Every other id (NICs, subnets,
+//! virtual networks, NSGs) is reported as ARM spells it, while the
+//! comparisons made here across resources (a NIC's VM, the primary's
+//! subnet, duplicate NICs) ignore case: ARM spells a resource group
+//! differently in different answers.
 
 use std::collections::BTreeMap;
 
@@ -57,7 +60,7 @@ pub fn vpcs(vnets: &[VirtualNetwork]) -> Result<Vec<Vpc>, Error> {
         let cidrs = ipv4_nets(&vnet.id, &vnet.properties.address_space.address_prefixes)?;
         if let Some(&primary_cidr) = cidrs.first() {
             vpcs.push(Vpc {
-                id: canonical(&vnet.id),
+                id: vnet.id.clone(),
                 primary_cidr,
                 cidrs,
             });
@@ -86,10 +89,10 @@ pub fn subnets(vnets: &[VirtualNetwork], wanted: &Tags) -> Result<Vec<Subnet>, E
             let used = props.ip_configurations.len() as u64;
             let free = cidr.size().saturating_sub(AZURE_RESERVED + used);
             subnets.push(Subnet {
-                id: canonical(&subnet.id),
+                id: subnet.id.clone(),
                 cidr,
                 availability_zone: vnet.location.clone(),
-                vpc_id: canonical(&vnet.id),
+                vpc_id: vnet.id.clone(),
                 available_addresses: u32::try_from(free).unwrap_or(u32::MAX),
                 tags: tags(&vnet.tags),
             });
@@ -111,16 +114,16 @@ pub fn security_groups(nsgs: &[NetworkSecurityGroup], wanted: &Tags) -> Vec<Secu
                 .iter()
                 .find_map(|s| vnet_of_subnet(&s.id))?;
             Some(SecurityGroup {
-                id: canonical(&nsg.id),
-                vpc_id: canonical(vnet),
+                id: nsg.id.clone(),
+                vpc_id: vnet.to_string(),
                 tags: tags(&nsg.tags),
             })
         })
         .collect()
 }
 
-/// `AA-BB-CC-DD-EE-FF` as `aa:bb:cc:dd:ee:ff`; an absent MAC (a VM that
-/// never ran) is empty.
+/// `AA-BB-CC-DD-EE-FF` as `AA:BB:CC:DD:EE:FF`, ARM's case kept as Cilium
+/// keeps it; an absent MAC (a VM that never ran) is empty.
 pub fn mac(nic_id: &str, text: Option<&str>) -> Result<String, Error> {
     let Some(text) = text.filter(|t| !t.is_empty()) else {
         return Ok(String::new());
@@ -135,7 +138,7 @@ pub fn mac(nic_id: &str, text: Option<&str>) -> Result<String, Error> {
             "{nic_id}: MAC address {text:?} is not six octets"
         )));
     }
-    Ok(octets.join(":").to_ascii_lowercase())
+    Ok(octets.join(":"))
 }
 
 /// The configuration holding the NIC's primary address: the one marked
@@ -206,8 +209,8 @@ pub fn interface(nic: &Nic, index: u32, vm: &str) -> Result<Option<NetworkInterf
         id: nic.id.clone(),
         mac: mac(&nic.id, nic.properties.mac_address.as_deref())?,
         index,
-        subnet_id: canonical(&subnet.id),
-        vpc_id: canonical(vpc),
+        subnet_id: subnet.id.clone(),
+        vpc_id: vpc.to_string(),
         primary_ip,
         addresses,
         prefixes: Vec::new(),
@@ -215,7 +218,7 @@ pub fn interface(nic: &Nic, index: u32, vm: &str) -> Result<Option<NetworkInterf
             .properties
             .network_security_group
             .iter()
-            .map(|g| canonical(&g.id))
+            .map(|g| g.id.clone())
             .collect(),
         tags: tags(&nic.tags),
         instance_id: Some(vm.to_string()),
@@ -325,14 +328,19 @@ mod tests {
         ))
         .unwrap();
         let vpcs = vpcs(std::slice::from_ref(&vnet)).unwrap();
+        // As ARM spells them, as Cilium's operator reports them.
         assert_eq!(
             vpcs[0].id,
-            "/subscriptions/s/resourcegroups/rg/providers/microsoft.network/virtualnetworks/vnet"
+            format!("{RG}/Microsoft.Network/virtualNetworks/VNET")
         );
         assert_eq!(vpcs[0].cidrs.len(), 2);
         assert_eq!(vpcs[0].primary_cidr.to_string(), "10.0.0.0/16");
         let found = subnets(std::slice::from_ref(&vnet), &Tags::new()).unwrap();
         assert_eq!(found.len(), 2);
+        assert_eq!(
+            found[0].id,
+            "/subscriptions/s/resourceGroups/RG/providers/Microsoft.Network/virtualNetworks/VNET/subnets/nodes"
+        );
         assert_eq!(found[0].available_addresses, 256 - 5 - 2);
         assert_eq!(found[1].available_addresses, 0, "8 - 5 - 4 saturates");
         assert_eq!(found[0].availability_zone, "eastus");
@@ -363,14 +371,24 @@ mod tests {
         .unwrap();
         let groups = security_groups(&nsgs, &Tags::new());
         assert_eq!(groups.len(), 1);
-        assert!(groups[0].id.ends_with("networksecuritygroups/a"));
-        assert!(groups[0].vpc_id.ends_with("virtualnetworks/vnet"));
+        assert_eq!(
+            groups[0].id,
+            format!("{RG}/Microsoft.Network/networkSecurityGroups/A")
+        );
+        assert_eq!(
+            groups[0].vpc_id,
+            format!("{RG}/Microsoft.Network/virtualNetworks/VNET")
+        );
     }
 
     #[test]
-    fn macs_are_normalised_and_bad_ones_refused() {
+    fn macs_take_colons_and_keep_arms_case_and_bad_ones_are_refused() {
         assert_eq!(
             mac("n", Some("00-0D-3A-1B-C7-21")).unwrap(),
+            "00:0D:3A:1B:C7:21"
+        );
+        assert_eq!(
+            mac("n", Some("00:0d:3a:1b:c7:21")).unwrap(),
             "00:0d:3a:1b:c7:21"
         );
         assert_eq!(mac("n", None).unwrap(), "");
@@ -378,6 +396,7 @@ mod tests {
             matches!(mac("n", Some("00-0D-3A")), Err(Error::Other(m)) if m.contains("six octets"))
         );
         assert!(mac("n", Some("00-0D-3A-1B-C7-ZZ")).is_err());
+        assert!(mac("n", Some("000D3A1BC721")).is_err());
     }
 
     #[test]
@@ -397,6 +416,8 @@ mod tests {
                     config("ipconfig1", "10.0.1.4", true, "Succeeded", "nodes"),
                     config("Cilium-a", "10.0.1.5", false, "Succeeded", "nodes"),
                     config("Cilium-b", "10.0.1.6", false, "Updating", "nodes"),
+                    // The same subnet, its name spelled in another case.
+                    config("Cilium-c", "10.0.1.8", false, "Succeeded", "NODES"),
                     config("other", "10.0.2.6", false, "Succeeded", "elsewhere"),
                 ]
                 .join(","),
@@ -421,14 +442,34 @@ mod tests {
         assert_eq!(ids, [("vm1-nic1", 0), ("vm1-nic2", 1)]);
         let primary = &instance.interfaces[0];
         assert_eq!(primary.primary_ip, parse_ipv4("10.0.1.4").unwrap());
-        assert_eq!(primary.addresses, [parse_ipv4("10.0.1.5").unwrap()]);
-        assert_eq!(primary.mac, "00:0d:3a:1b:c7:21");
-        assert!(primary
-            .subnet_id
-            .ends_with("virtualnetworks/vnet/subnets/nodes"));
+        assert_eq!(
+            primary.addresses,
+            [
+                parse_ipv4("10.0.1.5").unwrap(),
+                parse_ipv4("10.0.1.8").unwrap()
+            ]
+        );
+        // ARM's spelling, as Cilium's operator reports them; only the VM's
+        // id is lower-cased.
+        assert_eq!(primary.mac, "00:0D:3A:1B:C7:21");
+        assert_eq!(
+            primary.subnet_id,
+            format!("{RG}/Microsoft.Network/virtualNetworks/VNET/subnets/nodes")
+        );
+        assert_eq!(
+            primary.vpc_id,
+            format!("{RG}/Microsoft.Network/virtualNetworks/VNET")
+        );
         assert_eq!(primary.vpc_id, instance.vpc_id);
         assert_eq!(primary.instance_id.as_deref(), Some(instance.id.as_str()));
-        assert!(primary.security_groups[0].ends_with("networksecuritygroups/nsg"));
+        assert_eq!(
+            primary.security_groups,
+            [format!("{RG}/Microsoft.Network/networkSecurityGroups/NSG")]
+        );
+        assert_eq!(
+            instance.id,
+            "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/vm1"
+        );
         assert_eq!(pairs(&primary.tags), [("pool", "a")]);
     }
 

@@ -1,8 +1,9 @@
 //! The edits assign-ips and unassign-ips make to a resource read from ARM
 //! before it is PUT back: IP configurations added (Dynamic allocation, the
 //! NIC's subnet, the first configuration's application security groups) or
-//! removed by address, within Azure's limits, all or nothing. Pure: the
-//! ARM round trips are in `assign.rs`.
+//! removed by name (those holding addresses, those in provisioning state
+//! Failed), within Azure's limits, all or nothing. Pure: the ARM round
+//! trips are in `assign.rs`.
 
 use ipam_provider_sdk::net::{ipv4_text, parse_ipv4};
 use ipam_provider_sdk::{Error, Ipv4};
@@ -100,11 +101,36 @@ pub fn names_holding(nic: &Nic, addresses: &[Ipv4]) -> Result<Vec<String>, Error
     Ok(names)
 }
 
-/// Remove the configurations named `names` from a standalone NIC.
-pub fn remove_from_nic(nic: &mut Nic, names: &[String]) {
-    nic.properties
-        .ip_configurations
-        .retain(|c| !names.contains(&c.name));
+/// The NIC's configurations in provisioning state `Failed`, the primary
+/// excepted: never counted in the pool (`convert` counts Succeeded ones),
+/// so no pod holds their addresses, and every write leaves them out.
+pub fn failed_names(nic: &Nic) -> Vec<String> {
+    let configs = &nic.properties.ip_configurations;
+    let primary = primary_configuration(configs).map(|c| c.name.as_str());
+    configs
+        .iter()
+        .filter(|c| Some(c.name.as_str()) != primary)
+        .filter(|c| {
+            c.properties
+                .provisioning_state
+                .as_deref()
+                .is_some_and(|state| state.eq_ignore_ascii_case("Failed"))
+        })
+        .map(|c| c.name.clone())
+        .collect()
+}
+
+fn named(names: &[String], name: &str) -> bool {
+    names.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// Remove the configurations named `names` from a standalone NIC; how many
+/// it removed.
+pub fn remove_from_nic(nic: &mut Nic, names: &[String]) -> usize {
+    let configs = &mut nic.properties.ip_configurations;
+    let before = configs.len();
+    configs.retain(|c| !named(names, &c.name));
+    before - configs.len()
 }
 
 /// The addresses ARM allocated to the configurations named `names`, in
@@ -221,7 +247,7 @@ pub fn remove_from_scale_set_vm(
     let nic = scale_set_nic(vm, nic_name)?;
     let configs = &mut nic.properties.ip_configurations;
     let before = configs.len();
-    configs.retain(|c| !names.iter().any(|n| n.eq_ignore_ascii_case(&c.name)));
+    configs.retain(|c| !named(names, &c.name));
     let removed = before - configs.len();
     clear_image_reference(vm);
     Ok(removed)
@@ -298,8 +324,9 @@ mod tests {
         ];
         let found = names_holding(&nic, &held).unwrap();
         assert_eq!(found, ["c2"]);
-        remove_from_nic(&mut nic, &found);
+        assert_eq!(remove_from_nic(&mut nic, &found), 1);
         assert_eq!(nic.properties.ip_configurations.len(), 2);
+        assert_eq!(remove_from_nic(&mut nic, &["C1".into(), "gone".into()]), 1);
         assert!(
             names_holding(&nic, &held).unwrap().is_empty(),
             "again: nothing to remove"
@@ -321,6 +348,20 @@ mod tests {
         assert!(
             matches!(allocated(&nic, &["Cilium-x".into()]), Err(Error::Other(m)) if m.contains("not on it"))
         );
+    }
+
+    #[test]
+    fn failed_configurations_are_found_by_state_but_never_the_primary() {
+        let mut nic = nic(4);
+        for (config, state) in nic.properties.ip_configurations.iter_mut().zip([
+            "Failed",
+            "Failed",
+            "Succeeded",
+            "failed",
+        ]) {
+            config.properties.provisioning_state = Some(state.into());
+        }
+        assert_eq!(failed_names(&nic), ["c1", "c3"]);
     }
 
     fn scale_set_vm(configs_per_nic: &[usize]) -> ScaleSetVm {

@@ -8,7 +8,9 @@
 //! ARM's JSON is modelled by hand (`models`), not with `azure_mgmt_network`:
 //! `README.md` says why. Each operation is blocking code over a
 //! [`transport::Transport`]; a write waits for its long-running operation by
-//! polling, sleeping on wasi:clocks.
+//! polling, sleeping on wasi:clocks. Every write leaves out the NIC's IP
+//! configurations in provisioning state Failed, and an assign whose
+//! operation ended Failed is undone (`undo`; `README.md` says why).
 
 mod arm;
 mod assign;
@@ -16,12 +18,16 @@ mod convert;
 mod credentials;
 mod errors;
 mod ip_configs;
+mod kept_networks;
 mod models;
+#[cfg(test)]
+mod nic_scripts;
 mod rate_model;
 mod read;
 mod resource_id;
 mod settings;
 mod transport;
+mod undo;
 
 use std::time::Duration;
 
@@ -31,6 +37,7 @@ use ipam_provider_sdk::{
 };
 
 use arm::Arm;
+use kept_networks::KeptNetworks;
 use settings::Settings;
 use transport::{Transport, WasiTransport};
 
@@ -38,6 +45,8 @@ use transport::{Transport, WasiTransport};
 pub(crate) struct Azure<T> {
     arm: Arm<T>,
     settings: Settings,
+    /// get-vpcs' listing, for the get-subnets right after it.
+    kept_networks: Option<KeptNetworks>,
 }
 
 impl<T: Transport> Azure<T> {
@@ -50,6 +59,7 @@ impl<T: Transport> Azure<T> {
                 poll_interval: Duration::from_millis(settings.poll_interval_ms),
             },
             settings,
+            kept_networks: None,
         }
     }
 }
@@ -73,8 +83,8 @@ fn configuration_name() -> String {
 }
 
 impl AzureProvider {
-    fn azure(&self) -> Result<&Azure<WasiTransport>, Error> {
-        self.azure.as_ref().ok_or_else(|| {
+    fn azure(&mut self) -> Result<&mut Azure<WasiTransport>, Error> {
+        self.azure.as_mut().ok_or_else(|| {
             Error::InvalidArgument("the azure provider has not been configured".to_string())
         })
     }
@@ -102,7 +112,7 @@ impl Provider for AzureProvider {
 
     fn configure(&mut self, settings: &str) -> Result<(), Error> {
         let settings = Settings::parse(settings)?;
-        self.azure = Some(Azure::new(WasiTransport, settings));
+        self.azure = Some(Azure::new(WasiTransport::new(), settings));
         Ok(())
     }
 

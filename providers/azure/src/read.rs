@@ -4,6 +4,7 @@ use ipam_provider_sdk::{Error, Instance, Limits, SecurityGroup, Subnet, Vpc};
 
 use crate::convert::{self, VmInfo};
 use crate::ip_configs::MAX_PER_NIC;
+use crate::kept_networks::KeptNetworks;
 use crate::models::{
     NetworkSecurityGroup, Nic, ResourceSku, ScaleSet, ScaleSetVm, VirtualMachine, VirtualNetwork,
 };
@@ -42,12 +43,29 @@ impl<T: Transport> Azure<T> {
         )
     }
 
-    pub fn vpcs(&self) -> Result<Vec<Vpc>, Error> {
-        convert::vpcs(&self.virtual_networks()?)
+    /// The virtual networks; their listing is kept for the get-subnets
+    /// that follows (`kept_networks`).
+    pub fn vpcs(&mut self) -> Result<Vec<Vpc>, Error> {
+        let listed_at = self.arm.transport.now();
+        let networks = self.virtual_networks()?;
+        let vpcs = convert::vpcs(&networks)?;
+        self.kept_networks = Some(KeptNetworks::new(networks, listed_at));
+        Ok(vpcs)
     }
 
-    pub fn subnets(&self) -> Result<Vec<Subnet>, Error> {
-        convert::subnets(&self.virtual_networks()?, &self.settings.subnet_tags)
+    /// The subnets, from get-vpcs' listing if it is still fresh, else from
+    /// a listing of their own.
+    pub fn subnets(&mut self) -> Result<Vec<Subnet>, Error> {
+        let now = self.arm.transport.now();
+        let kept = self
+            .kept_networks
+            .take()
+            .and_then(|kept| kept.fresh_at(now));
+        let networks = match kept {
+            Some(networks) => networks,
+            None => self.virtual_networks()?,
+        };
+        convert::subnets(&networks, &self.settings.subnet_tags)
     }
 
     pub fn security_groups(&self) -> Result<Vec<SecurityGroup>, Error> {
@@ -186,6 +204,8 @@ impl<T: Transport> Azure<T> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::arm::scripted::{answer, Scripted};
     use crate::settings::Settings;
@@ -273,7 +293,7 @@ mod tests {
         ))
         .expect("settings");
         let empty = || answer(200, &[], r#"{"value": []}"#);
-        let azure = Azure::new(Scripted::new(vec![empty(), empty()]), settings);
+        let mut azure = Azure::new(Scripted::new(vec![empty(), empty()]), settings);
         assert!(azure.vpcs().expect("vpcs").is_empty());
         let urls = azure.arm.transport.urls();
         assert!(
@@ -285,5 +305,67 @@ mod tests {
                 .contains("/resourceGroups/vnet-rg/providers/Microsoft.Network/virtualNetworks?"),
             "{urls:?}"
         );
+    }
+
+    /// One virtual network of one subnet, as each listing answers.
+    const NETWORK_PAGE: &str = r#"{"value": [{"id": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v",
+        "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]},
+          "subnets": [{"id": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v/subnets/nodes",
+                       "properties": {"addressPrefix": "10.0.1.0/24"}}]}}]}"#;
+
+    /// An Azure client whose network resource groups are `groups`, with
+    /// `listings` answers to give.
+    fn azure_on_groups(groups: &[&str], listings: usize) -> Azure<Scripted> {
+        let settings = Settings::parse(
+            &serde_json::json!({
+                "subscription-id": SUB, "resource-group": groups[0], "arm-endpoint": ARM,
+                "network-resource-groups": groups[1..],
+            })
+            .to_string(),
+        )
+        .expect("settings");
+        let answers = (0..listings)
+            .map(|_| answer(200, &[], NETWORK_PAGE))
+            .collect();
+        Azure::new(Scripted::new(answers), settings)
+    }
+
+    fn network_listings(azure: &Azure<Scripted>) -> usize {
+        azure
+            .arm
+            .transport
+            .urls()
+            .iter()
+            .filter(|url| url.contains("/providers/Microsoft.Network/virtualNetworks?"))
+            .count()
+    }
+
+    #[test]
+    fn get_subnets_right_after_get_vpcs_takes_its_listing() {
+        let mut azure = azure_on_groups(&["MC_rg", "vnet-rg"], 2);
+        assert_eq!(azure.vpcs().expect("vpcs").len(), 2);
+        azure.arm.transport.clock.set(Duration::from_millis(900));
+        let subnets = azure.subnets().expect("subnets from the same listing");
+        assert_eq!(subnets.len(), 2, "one from each group's listing");
+        assert_eq!(network_listings(&azure), 2, "one per network group");
+    }
+
+    #[test]
+    fn a_second_get_subnets_lists_again() {
+        let mut azure = azure_on_groups(&["MC_rg", "vnet-rg"], 4);
+        azure.vpcs().expect("vpcs");
+        azure.subnets().expect("subnets");
+        assert_eq!(azure.subnets().expect("subnets again").len(), 2);
+        assert_eq!(network_listings(&azure), 4);
+    }
+
+    #[test]
+    fn get_subnets_more_than_a_second_after_get_vpcs_lists_again() {
+        let mut azure = azure_on_groups(&["MC_rg"], 2);
+        azure.arm.transport.clock.set(Duration::from_secs(50));
+        azure.vpcs().expect("vpcs");
+        azure.arm.transport.clock.set(Duration::from_millis(51_001));
+        assert_eq!(azure.subnets().expect("subnets").len(), 1);
+        assert_eq!(network_listings(&azure), 2);
     }
 }

@@ -128,9 +128,11 @@ pub fn vnet_of_subnet(subnet_id: &str) -> Option<&str> {
     Some(&subnet_id[..at])
 }
 
-/// The ids compared across resources (VMs, virtual networks, subnets, NSGs)
-/// in one case: ARM spells a resource group differently in different
-/// answers, and compares ids without case.
+/// An id in one case, for comparing ids across resources: ARM spells a
+/// resource group differently in different answers, and compares ids
+/// without case. A VM's id is also reported in this form (the instance id),
+/// as Cilium's operator lower-cases it; other ids are reported as ARM
+/// spells them.
 pub fn canonical(id: &str) -> String {
     id.to_ascii_lowercase()
 }

@@ -1,7 +1,8 @@
-//! How requests reach ARM: a [`Transport`] sends one request and sleeps.
-//! The component's is [`WasiTransport`] (`wasi:http` through the SDK's
-//! client, the host's bearer token, wstd's sleep on `wasi:clocks`); the
-//! unit tests give a scripted one, so the ARM client's polling and paging
+//! How requests reach ARM: a [`Transport`] sends one request, sleeps, and
+//! tells the time. The component's is [`WasiTransport`] (`wasi:http`
+//! through the SDK's client, the host's bearer token, wstd's sleep and
+//! monotonic clock on `wasi:clocks`); the unit tests give a scripted one,
+//! so the ARM client's polling and paging, and how long a listing is kept,
 //! are tested natively.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -43,10 +44,23 @@ impl Response {
 pub trait Transport {
     fn send(&self, request: &Request) -> Result<Response, Error>;
     fn sleep(&self, wait: Duration);
+    /// The time on a monotonic clock, from an origin of the transport's own.
+    fn now(&self) -> Duration;
 }
 
 /// `wasi:http` with the host's bearer token on every request.
-pub struct WasiTransport;
+pub struct WasiTransport {
+    /// The origin of [`Transport::now`].
+    origin: wstd::time::Instant,
+}
+
+impl WasiTransport {
+    pub fn new() -> Self {
+        WasiTransport {
+            origin: wstd::time::Instant::now(),
+        }
+    }
+}
 
 impl Transport for WasiTransport {
     fn send(&self, request: &Request) -> Result<Response, Error> {
@@ -81,5 +95,9 @@ impl Transport for WasiTransport {
         // The timer is made inside the runtime: wstd's sleep registers with
         // the reactor of the runtime that is current when it is created.
         wstd::runtime::block_on(async move { wstd::task::sleep(wait.into()).await });
+    }
+
+    fn now(&self) -> Duration {
+        self.origin.elapsed().into()
     }
 }

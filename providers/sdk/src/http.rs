@@ -1,6 +1,8 @@
 //! A small blocking HTTP client over `wasi:http`, for providers whose cloud SDK
 //! does not bring its own. The host enforces the provider's egress allow-list:
-//! a request to a host not on it fails with `Error::Unauthorized`.
+//! a request to a host not on it fails with `Error::Unauthorized`. A request
+//! body goes out with its `Content-Length` (never chunked), and an empty POST,
+//! PUT or PATCH with `Content-Length: 0`.
 
 use crate::bindings::wasi::http::outgoing_handler;
 use crate::bindings::wasi::http::types::{
@@ -12,6 +14,7 @@ use crate::Error;
 /// The most `blocking-write-and-flush` accepts in one call.
 const WRITE_CHUNK: usize = 4096;
 const READ_CHUNK: u64 = 64 * 1024;
+const CONTENT_LENGTH: &str = "content-length";
 
 /// A response with its whole body read.
 #[derive(Debug, Clone)]
@@ -22,7 +25,10 @@ pub struct Response {
 }
 
 /// Send one request and read the whole response. `url` is
-/// `http[s]://host[:port][/path][?query]`.
+/// `http[s]://host[:port][/path][?query]`. The body goes out with its
+/// `Content-Length` (`0` for an empty POST, PUT or PATCH; none for an empty
+/// GET, DELETE or HEAD); one given in `headers` must be `body`'s length,
+/// else the request is `InvalidArgument` and is not sent.
 pub fn send(
     method: &str,
     url: &str,
@@ -30,17 +36,16 @@ pub fn send(
     body: &[u8],
 ) -> Result<Response, Error> {
     let (scheme, authority, path) = split_url(url)?;
+    let method = method_of(method);
     let fields = Fields::new();
-    for (name, value) in headers {
+    for (name, value) in request_headers(&method, headers, body.len())? {
         fields
-            .append(name, value.as_bytes())
+            .append(&name, value.as_bytes())
             .map_err(|e| Error::InvalidArgument(format!("header {name}: {e:?}")))?;
     }
     let request = OutgoingRequest::new(fields);
     let bad = |what: &str| Error::InvalidArgument(format!("{what} of {url} is not valid"));
-    request
-        .set_method(&method_of(method))
-        .map_err(|()| bad("method"))?;
+    request.set_method(&method).map_err(|()| bad("method"))?;
     request
         .set_scheme(Some(&scheme))
         .map_err(|()| bad("scheme"))?;
@@ -102,6 +107,37 @@ pub fn send(
         headers,
         body: bytes,
     })
+}
+
+/// The request's headers: the caller's, and `Content-Length` when the body
+/// has a length to declare. Without it wasi:http sends the body chunked,
+/// which some servers answer with 400. An empty body declares `0` only on
+/// the methods that carry a body (POST, PUT, PATCH); a GET, DELETE or HEAD
+/// without one goes out with no body header at all. A length the caller
+/// gives is kept, once, if it is the body's.
+fn request_headers(
+    method: &Method,
+    given: &[(&str, &str)],
+    body_length: usize,
+) -> Result<Vec<(String, String)>, Error> {
+    let mut headers = Vec::with_capacity(given.len() + 1);
+    let mut length_given = false;
+    for (name, value) in given {
+        if name.eq_ignore_ascii_case(CONTENT_LENGTH) {
+            if value.trim().parse::<usize>() != Ok(body_length) {
+                return Err(Error::InvalidArgument(format!(
+                    "header {name}: {value:?} is not the body's {body_length} bytes"
+                )));
+            }
+            length_given = true;
+        }
+        headers.push((name.to_string(), value.to_string()));
+    }
+    let carries_body = matches!(method, Method::Post | Method::Put | Method::Patch);
+    if !length_given && (body_length > 0 || carries_body) {
+        headers.push((CONTENT_LENGTH.to_string(), body_length.to_string()));
+    }
+    Ok(headers)
 }
 
 fn split_url(url: &str) -> Result<(Scheme, &str, &str), Error> {
@@ -247,6 +283,65 @@ mod tests {
             ("propfind", "other PROPFIND"),
         ] {
             assert_eq!(method_name(&method_of(given)), want, "{given}");
+        }
+    }
+
+    /// The Content-Length values among a request's headers.
+    fn lengths(method: &str, given: &[(&str, &str)], body: &[u8]) -> Vec<String> {
+        request_headers(&method_of(method), given, body.len())
+            .expect("headers")
+            .into_iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+            .map(|(_, value)| value)
+            .collect()
+    }
+
+    #[test]
+    fn a_body_goes_out_with_its_length_and_the_callers_headers() {
+        let given = [("content-type", "application/json"), ("if-match", "\"3\"")];
+        let headers = request_headers(&Method::Put, &given, 12).expect("headers");
+        assert_eq!(
+            headers,
+            [
+                ("content-type".to_string(), "application/json".to_string()),
+                ("if-match".to_string(), "\"3\"".to_string()),
+                ("content-length".to_string(), "12".to_string()),
+            ]
+        );
+        assert_eq!(lengths("GET", &[], b"odd"), ["3"]);
+        assert_eq!(lengths("post", &[], &[b'x'; 5000]), ["5000"]);
+    }
+
+    #[test]
+    fn an_empty_body_is_length_zero_only_on_methods_that_carry_a_body() {
+        for method in ["POST", "put", "Patch"] {
+            assert_eq!(lengths(method, &[], b""), ["0"], "{method}");
+        }
+        for method in ["GET", "delete", "HEAD"] {
+            assert!(lengths(method, &[], b"").is_empty(), "{method}");
+        }
+    }
+
+    #[test]
+    fn a_callers_content_length_of_the_bodys_length_is_sent_once() {
+        assert_eq!(
+            lengths("PUT", &[("Content-Length", "3")], b"abc"),
+            ["3"],
+            "not doubled"
+        );
+        assert_eq!(lengths("POST", &[("content-length", "0")], b""), ["0"]);
+    }
+
+    #[test]
+    fn a_callers_content_length_that_is_not_the_bodys_is_refused_by_name() {
+        for given in ["4", "three", ""] {
+            match request_headers(&Method::Post, &[("Content-Length", given)], 3) {
+                Err(Error::InvalidArgument(text)) => assert!(
+                    text.contains("Content-Length") && text.contains("3 bytes"),
+                    "{given}: {text}"
+                ),
+                other => panic!("{given:?}: expected invalid-argument, got {other:?}"),
+            }
         }
     }
 

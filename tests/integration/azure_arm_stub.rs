@@ -70,12 +70,13 @@ async fn every_read_operation_answers_from_arm() {
 
     let vpcs = azure.get_vpcs().await.expect("vpcs");
     assert_eq!(vpcs.len(), 1);
-    assert_eq!(vpcs[0].id, lower(&arm_stub::vnet_id()));
+    // Ids as ARM spells them, as Cilium's operator keeps them.
+    assert_eq!(vpcs[0].id, arm_stub::vnet_id());
     assert_eq!(vpcs[0].primary_cidr.to_string(), "10.0.0.0/16");
 
     let subnets = azure.get_subnets().await.expect("subnets");
     assert_eq!(subnets.len(), 1);
-    assert_eq!(subnets[0].id, lower(&arm_stub::subnet_id()));
+    assert_eq!(subnets[0].id, arm_stub::subnet_id());
     assert_eq!(subnets[0].vpc_id, vpcs[0].id);
     assert_eq!(subnets[0].availability_zone, arm_stub::LOCATION);
     // 256 less Azure's 5 less the two NICs' configurations.
@@ -84,7 +85,7 @@ async fn every_read_operation_answers_from_arm() {
     let groups = azure.get_security_groups().await.expect("NSGs");
     assert_eq!(groups.len(), 1);
     assert!(
-        groups[0].id.ends_with("/networksecuritygroups/nodes-nsg"),
+        groups[0].id.ends_with("/networkSecurityGroups/nodes-nsg"),
         "{}",
         groups[0].id
     );
@@ -107,7 +108,8 @@ async fn every_read_operation_answers_from_arm() {
     let nic = &scale_set_vm.interfaces[0];
     assert_eq!(nic.id, arm_stub::scale_set_nic_id());
     assert_eq!(nic.index, 0);
-    assert_eq!(nic.mac, "00:0d:3a:00:00:01");
+    // ARM's case, with ':' for '-', as Cilium writes it.
+    assert_eq!(nic.mac, "00:0D:3A:00:00:01");
     assert_eq!(nic.primary_ip, Ipv4Addr::new(10, 0, 0, 4));
     assert!(nic.addresses.is_empty());
     assert_eq!(nic.subnet_id, subnets[0].id);
@@ -145,6 +147,15 @@ async fn every_read_operation_answers_from_arm() {
         .await
         .expect("none")
         .is_empty());
+
+    // get-vpcs' listing of the virtual networks served the get-subnets
+    // right after it: one listing, not two.
+    let vnet_listings = arm
+        .seen()
+        .iter()
+        .filter(|s| s.method == Method::GET && s.path.ends_with("/virtualNetworks"))
+        .count();
+    assert_eq!(vnet_listings, 1, "get-vpcs then get-subnets list once");
 
     // Every request carried the host's token; scale-set NICs were listed at
     // the api-version ARM serves them at.
@@ -617,19 +628,45 @@ async fn the_azure_overlay_settings_configure_the_component() {
         .expect("the overlay's settings configure the azure component");
 }
 
-/// The engine over the component: Azure-mode nodes on the scale-set VM and
-/// the standalone VM get their pool from ARM and publish status.azure, and
-/// the excess goes back to ARM through the release handshake.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_engine_converges_azure_mode_nodes_and_releases_their_excess() {
-    use ipam_ciliumnode::{AzureSpec, ReleaseState};
-    use ipam_engine::{InstanceCache, LimitedCloud, MemoryNodeStore, NodeStore};
+/// The engine in Azure mode over the component, with `nodes` stored.
+fn azure_engine(
+    azure: WasmProvider,
+    nodes: Vec<ipam_ciliumnode::CiliumNode>,
+    release_delay: Duration,
+) -> (
+    ipam_engine::Maintainer,
+    std::sync::Arc<ipam_engine::MemoryNodeStore>,
+) {
+    use ipam_engine::{InstanceCache, IpamMode, LimitedCloud, MemoryNodeStore};
 
-    let arm = ArmStub::start().await;
-    let azure = azure(&arm).await;
     let limits = common::declared_limits(&azure);
     let cloud: std::sync::Arc<dyn CloudApi> = std::sync::Arc::new(LimitedCloud::new(azure, limits));
     let store = std::sync::Arc::new(MemoryNodeStore::new());
+    for node in nodes {
+        store.upsert(node).expect("stored");
+    }
+    let mut settings = common::engine_settings(false);
+    settings.release_delay = release_delay;
+    settings.ipam_mode = IpamMode::Azure;
+    let engine = common::maintainer(
+        cloud,
+        std::sync::Arc::new(InstanceCache::new()),
+        store.clone(),
+        settings,
+    );
+    (engine, store)
+}
+
+/// The engine over the component: Azure-mode nodes on the scale-set VM and
+/// the standalone VM, as Cilium's Go agent writes them (`"eni": {}` and
+/// all), get their pool from ARM and publish status.azure, and the excess
+/// goes back to ARM through the release handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_converges_azure_mode_nodes_and_releases_their_excess() {
+    use ipam_ciliumnode::ReleaseState;
+    use ipam_engine::NodeStore;
+
+    let arm = ArmStub::start().await;
     let nodes = [
         (
             "aks-pool-0",
@@ -638,21 +675,14 @@ async fn the_engine_converges_azure_mode_nodes_and_releases_their_excess() {
         ),
         ("vm1", arm_stub::vm_id(), arm_stub::vm_nic_id()),
     ];
-    for (name, vm, _) in &nodes {
-        let mut node = common::node(name, &lower(vm), 4);
-        node.spec.azure = Some(AzureSpec {
-            interface_name: "eth0".into(),
-        });
-        store.upsert(node).expect("stored");
-    }
     let release_delay = Duration::from_secs(30);
-    let mut settings = common::engine_settings(false);
-    settings.release_delay = release_delay;
-    let engine = common::maintainer(
-        cloud,
-        std::sync::Arc::new(InstanceCache::new()),
-        store.clone(),
-        settings,
+    let (engine, store) = azure_engine(
+        azure(&arm).await,
+        nodes
+            .iter()
+            .map(|(name, vm, _)| common::azure_node(name, &lower(vm), 4))
+            .collect(),
+        release_delay,
     );
 
     for (name, _, nic) in &nodes {
@@ -679,6 +709,19 @@ async fn the_engine_converges_azure_mode_nodes_and_releases_their_excess() {
         assert_eq!(published[0].id, *nic);
         assert_eq!(published[0].cidr, arm_stub::SUBNET_CIDR);
         assert_eq!(published[0].gateway_ip, "10.0.0.1");
+        assert!(
+            node.status.eni.enis.is_empty(),
+            "{name}: no status.eni though the node carries spec.eni"
+        );
+        // Cilium's forms: ARM's MAC case and subnet id, secondaries only.
+        assert!(published[0].mac.starts_with("00:0D:3A:"), "{published:?}");
+        let listed: Vec<&str> = published[0].addresses.iter().map(|a| a.ip.as_str()).collect();
+        let pooled: Vec<&str> = node.spec.ipam.pool.keys().map(String::as_str).collect();
+        assert_eq!(listed.len(), pooled.len(), "{listed:?} {pooled:?}");
+        assert!(published[0]
+            .addresses
+            .iter()
+            .all(|a| a.subnet == arm_stub::subnet_id() && a.state == "succeeded"));
     }
 
     // Demand drops to nothing: the excess is marked after the delay, the
@@ -717,4 +760,88 @@ async fn the_engine_converges_azure_mode_nodes_and_releases_their_excess() {
         before - round.released.len(),
         "the released addresses left the scale-set VM's NIC in ARM"
     );
+}
+
+/// A VM with two NICs and `spec.azure.interface-name` naming the second:
+/// every address goes on that one, as in Cilium's Azure mode; without the
+/// name, on the first with room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interface_name_picks_the_nic_addresses_go_on() {
+    use ipam_engine::NodeStore;
+
+    let arm = ArmStub::start().await;
+    let second = arm.add_vm_nic("vm1-nic2");
+    let mut node = common::azure_node("vm1", &lower(&arm_stub::vm_id()), 6);
+    node.spec.azure.interface_name = "vm1-nic2".into();
+    let (engine, store) = azure_engine(azure(&arm).await, vec![node], Duration::from_secs(30));
+    let first_before = arm.nic_addresses(&arm_stub::vm_nic_id());
+
+    engine.allocate("vm1", 0).await.expect("allocated");
+    let node = store.get("vm1").await.expect("read").expect("the node");
+    assert!(node.spec.ipam.pool.len() >= 6, "{:?}", node.spec.ipam.pool);
+    assert_eq!(
+        arm.nic_addresses(&arm_stub::vm_nic_id()),
+        first_before,
+        "nothing went on the first NIC"
+    );
+    let on_second = arm.nic_addresses(&second);
+    for (address, entry) in &node.spec.ipam.pool {
+        assert_eq!(entry.resource.as_deref(), Some(second.as_str()), "{address}");
+        assert!(
+            on_second.iter().any(|a| a.to_string() == *address),
+            "{address} is pooled but not on {second} in ARM"
+        );
+    }
+    let ids: Vec<&str> = node
+        .status
+        .azure
+        .interfaces
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect();
+    assert_eq!(ids, ["vm1-nic", "vm1-nic2"], "both NICs are published");
+}
+
+/// An assign whose operation ends Failed leaves ARM without the
+/// configurations it added (the provider takes them off again), and a
+/// Failed configuration already on a NIC is gone after the next write to
+/// it: none stays on the NIC for ever, outside the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_ip_configurations_are_cleaned_up() {
+    let arm = ArmStub::start().await;
+    let azure = azure(&arm).await;
+    let nic = arm_stub::vm_nic_id();
+    let failed = |arm: &ArmStub| -> Vec<String> {
+        arm.nic_configurations(&nic)
+            .into_iter()
+            .filter(|(_, state)| state == "Failed")
+            .map(|(name, _)| name)
+            .collect()
+    };
+
+    arm.fail_next_nic_operation("InternalServerError");
+    let error = azure
+        .assign_ips(&nic, IpRequest::Addresses(2))
+        .await
+        .expect_err("the operation failed");
+    assert!(
+        error.to_string().contains("InternalServerError"),
+        "the original failure: {error}"
+    );
+    assert_eq!(failed(&arm), Vec::<String>::new(), "the failed assign was undone");
+    assert_eq!(arm.nic_addresses(&nic), [Ipv4Addr::new(10, 0, 0, 5)]);
+
+    let stranded = arm.add_failed_configuration(&nic, "Cilium-stranded");
+    assert_eq!(failed(&arm), ["Cilium-stranded"]);
+    assert!(
+        !secondaries(&azure, &nic).await.contains(&stranded),
+        "a Failed configuration is not in the pool"
+    );
+    let assigned = azure
+        .assign_ips(&nic, IpRequest::Addresses(1))
+        .await
+        .expect("assigned");
+    assert_eq!(failed(&arm), Vec::<String>::new(), "cleaned by the next write");
+    assert!(!arm.nic_addresses(&nic).contains(&stranded));
+    assert_eq!(secondaries(&azure, &nic).await, assigned.addresses);
 }

@@ -11,9 +11,9 @@ use std::time::Duration;
 use common::{engine_settings, mock, MOCK_SETTINGS};
 use fake_apiserver::{FakeApiServer, CILIUMNODES};
 use http::Method;
-use ipam_ciliumnode::NodeUpdate;
+use ipam_ciliumnode::{go_agent, NodeUpdate};
 use ipam_ciliumnode::ReleaseState;
-use ipam_engine::LoopSettings;
+use ipam_engine::{IpamMode, LoopSettings, MaintenanceSettings};
 use ipam_engine::Maintainer;
 use ipam_engine::Metrics;
 use ipam_engine::NodeStore;
@@ -23,21 +23,31 @@ use ipam_k8s::store::KubeNodeStore;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-/// A CiliumNode as cilium-agent registers it, with fields this operator
-/// does not model.
+/// A CiliumNode as cilium-agent in ENI mode registers it (Cilium 1.16's Go
+/// shape: `"azure": {}`, `"alibaba-cloud": {}` and all), with its health
+/// address, an encryption key and a status field this operator does not
+/// model.
 fn agent_node(name: &str, instance: &str, pre: u32) -> Value {
-    json!({
-        "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
-                     "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": "u-1"}]},
-        "spec": {"instance-id": instance,
-                 "addresses": [{"ip": "10.0.0.4", "type": "InternalIP"}],
-                 "health": {"ipv4": "10.200.0.7"},
-                 "encryption": {"key": 3},
-                 "ipam": {"pre-allocate": pre},
-                 "eni": {"first-interface-index": 0, "vpc-id": "vpc-0a1"}},
-        "status": {"ipam": {"used": {}}, "eni": {}, "agent-specific": {"x": 1}}
-    })
+    with_agent_fields(
+        go_agent::object(go_agent::ENI_AGENT_REGISTERED, name, instance),
+        pre,
+    )
+}
+
+/// [`agent_node`] as cilium-agent in Azure mode registers it (`"eni": {}`).
+fn azure_agent_node(name: &str, instance: &str, pre: u32) -> Value {
+    with_agent_fields(
+        go_agent::object(go_agent::AZURE_AGENT_REGISTERED, name, instance),
+        pre,
+    )
+}
+
+fn with_agent_fields(mut node: Value, pre: u32) -> Value {
+    node["spec"]["ipam"]["pre-allocate"] = json!(pre);
+    node["spec"]["health"] = json!({"ipv4": "10.200.0.7"});
+    node["spec"]["encryption"] = json!({"key": 3});
+    node["status"]["agent-specific"] = json!({"x": 1});
+    node
 }
 
 async fn synced_store(client: kube::Client, manager: &str) -> Arc<KubeNodeStore> {
@@ -97,7 +107,12 @@ async fn a_new_ciliumnode_gets_its_pool_and_interfaces_and_unknown_fields_surviv
     // Everything the agent wrote is still there.
     assert_eq!(n1["spec"]["health"]["ipv4"], "10.200.0.7");
     assert_eq!(n1["spec"]["encryption"]["key"], 3);
-    assert_eq!(n1["spec"]["addresses"][0]["ip"], "10.0.0.4");
+    assert_eq!(n1["spec"]["addresses"][0]["ip"], "10.0.1.17");
+    assert_eq!(n1["spec"]["bootid"], "3f9c2b1a-7d4e-4c6b-8a2f-5e1d0c9b8a7f");
+    for empty in ["azure", "alibaba-cloud", "ingress"] {
+        assert_eq!(n1["spec"][empty], json!({}), "spec.{empty} as Go wrote it");
+    }
+    assert_eq!(n1["spec"]["ipam"]["pools"], json!({}));
     assert_eq!(n1["status"]["agent-specific"]["x"], 1);
     assert_eq!(n1["metadata"]["labels"]["kubernetes.io/hostname"], "n1");
     // Written as merge patches by the operator's field manager.
@@ -488,11 +503,13 @@ async fn the_crd_is_registered_only_when_absent() {
 #[tokio::test]
 async fn an_azure_mode_node_gets_status_azure_interfaces() {
     let (client, server) = FakeApiServer::start();
-    let mut node = agent_node("aks-1", "i-0001", 4);
-    node["spec"]["azure"] = json!({"interface-name": "eth0"});
-    server.put(CILIUMNODES, node);
+    server.put(CILIUMNODES, azure_agent_node("aks-1", "i-0001", 4));
     let store = synced_store(client, "ipam-operator").await;
-    let maintainer = maintainer(store, engine_settings(false)).await;
+    let settings = MaintenanceSettings {
+        ipam_mode: IpamMode::Azure,
+        ..engine_settings(false)
+    };
+    let maintainer = maintainer(store, settings).await;
     maintainer.maintain("aks-1", 0).await.unwrap();
     let written = server.get(CILIUMNODES, "aks-1").unwrap();
     let nic = &written["status"]["azure"]["interfaces"][0];
@@ -503,14 +520,14 @@ async fn an_azure_mode_node_gets_status_azure_interfaces() {
     assert!(nic.get("CIDR").is_none(), "{written}");
     assert_eq!(
         nic["addresses"].as_array().map(Vec::len),
-        Some(5),
-        "primary and four"
+        Some(4),
+        "the four secondaries, not the primary"
     );
     assert!(
         written["status"]["eni"].get("enis").is_none(),
-        "no ENI status for an Azure node"
+        "no ENI status for an Azure node, though it carries spec.eni"
     );
-    assert_eq!(written["spec"]["azure"]["interface-name"], "eth0");
+    assert_eq!(written["spec"]["eni"], json!({}), "kept as the agent wrote it");
 }
 
 /// A fake API server with node n1 (pre-allocate 8), and op-a leading and

@@ -11,10 +11,13 @@
 //! `If-Match` that is not the current etag is 412. It refuses a scale-set
 //! VM PUT that still carries a Compute Gallery image reference (ARM answers
 //! that with a permission error: Cilium #19695), a request without the
-//! bearer token, and a list of scale-set NICs at any api-version but
-//! 2018-10-01. Tests queue faults (429 with Retry-After, 409
-//! AnotherOperationInProgress, an etag changed behind the writer's back)
-//! and read every request it saw.
+//! bearer token, a PUT without Content-Length (411, as servers that need a
+//! body's length answer a chunked one), and a list of scale-set NICs at any
+//! api-version but 2018-10-01. Tests queue faults (429 with Retry-After,
+//! 409 AnotherOperationInProgress, an etag changed behind the writer's
+//! back, a NIC operation that ends Failed and leaves its new configurations
+//! in state Failed), add a second NIC to the standalone VM or a Failed
+//! configuration to a NIC, and read every request it saw.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
@@ -125,6 +128,9 @@ struct State {
     seen: Vec<Seen>,
     /// The failure the next scale-set VM operation ends with.
     fail_next_operation: Option<&'static str>,
+    /// The failure the next standalone NIC operation ends with; its new
+    /// configurations stay on the NIC in state Failed, as ARM leaves them.
+    fail_next_nic_operation: Option<&'static str>,
 }
 
 pub struct ArmStub {
@@ -346,6 +352,62 @@ impl ArmStub {
         self.state.lock().expect("stub state").fail_next_operation = Some(code);
     }
 
+    /// The next standalone NIC update's operation ends Failed with `code`,
+    /// its new configurations left on the NIC in state Failed.
+    pub fn fail_next_nic_operation(&self, code: &'static str) {
+        self.state.lock().expect("stub state").fail_next_nic_operation = Some(code);
+    }
+
+    /// Attach a second NIC, `name`, to the standalone VM (not its primary);
+    /// its id.
+    pub fn add_vm_nic(&self, name: &str) -> String {
+        let id = format!(
+            "{}/providers/Microsoft.Network/networkInterfaces/{name}",
+            group_path()
+        );
+        let mut state = self.state.lock().expect("stub state");
+        let address = state.allocate(&[]).expect("room").to_string();
+        let mut second = nic(&id, "00-0D-3A-00-00-0B", &vm_id(), &address);
+        second["properties"]["primary"] = json!(false);
+        state.nics.insert(key(&id), second);
+        state.etags.insert(key(&id), 1);
+        id
+    }
+
+    /// Put an IP configuration `name` in state Failed on standalone NIC
+    /// `nic_id`, holding an address of the subnet, as an operation that
+    /// ended Failed leaves it; its address.
+    pub fn add_failed_configuration(&self, nic_id: &str, name: &str) -> Ipv4Addr {
+        let mut state = self.state.lock().expect("stub state");
+        let address = state.allocate(&[]).expect("room");
+        let mut config = ip_configuration(nic_id, name, &address.to_string(), false);
+        config["properties"]["provisioningState"] = json!("Failed");
+        let nic = state.nics.get_mut(&key(nic_id)).expect("a NIC of the stub");
+        nic["properties"]["ipConfigurations"]
+            .as_array_mut()
+            .expect("configurations")
+            .push(config);
+        address
+    }
+
+    /// The NIC's configurations as (name, provisioning state).
+    pub fn nic_configurations(&self, nic_id: &str) -> Vec<(String, String)> {
+        let state = self.state.lock().expect("stub state");
+        state
+            .nics
+            .get(&key(nic_id))
+            .map(|nic| {
+                configurations(nic)
+                    .iter()
+                    .map(|c| {
+                        let field = |v: &Value| v.as_str().unwrap_or_default().to_string();
+                        (field(&c["name"]), field(&c["properties"]["provisioningState"]))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn seen(&self) -> Vec<Seen> {
         self.state.lock().expect("stub state").seen.clone()
     }
@@ -520,6 +582,13 @@ fn answer(state: &mut State, base: &str, request: StubRequest) -> Response<Full<
     let operations = key(&format!("/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Network/locations/{LOCATION}/operations/"));
     let get = request.method == Method::GET;
     let put = request.method == Method::PUT;
+    if put && !request.headers.contains_key(http::header::CONTENT_LENGTH) {
+        return error(
+            411,
+            "LengthRequired",
+            "A request body must be sent with Content-Length.",
+        );
+    }
 
     if get && path == format!("{group}/providers/microsoft.network/virtualnetworks") {
         let in_use: Vec<Value> = state
@@ -735,10 +804,20 @@ fn put_nic(
         .flat_map(|(_, nic)| configurations(nic).iter())
         .filter_map(|c| c["properties"]["privateIPAddress"].as_str()?.parse().ok())
         .collect();
+    let failure = state.fail_next_nic_operation.take();
+    let current = state.nics.get(id).cloned().unwrap_or(Value::Null);
     let mut kept: Vec<Ipv4Addr> = Vec::new();
     let mut updated = Vec::new();
     for mut config in configs {
         let name = config["name"].as_str().unwrap_or_default().to_string();
+        // A configuration the NIC already has keeps its state (a Failed one
+        // stays Failed); a new one is provisioned, or fails with the
+        // operation.
+        let state_now = configurations(&current)
+            .iter()
+            .find(|c| c["name"] == name.as_str())
+            .map(|c| c["properties"]["provisioningState"].clone())
+            .unwrap_or_else(|| json!(if failure.is_some() { "Failed" } else { "Succeeded" }));
         if let Some(address) = config["properties"]["privateIPAddress"]
             .as_str()
             .and_then(|a| a.parse().ok())
@@ -755,13 +834,13 @@ fn put_nic(
             config["properties"]["privateIPAddress"] = json!(address.to_string());
         }
         config["id"] = json!(format!("{}/ipConfigurations/{name}", request.path));
-        config["properties"]["provisioningState"] = json!("Succeeded");
+        config["properties"]["provisioningState"] = state_now;
         updated.push(config);
     }
     body["properties"]["ipConfigurations"] = json!(updated);
     state.nics.insert(id.to_string(), body.clone());
     state.bump(id);
-    let operation = state.start_operation(None);
+    let operation = state.start_operation(failure);
     reply(
         200,
         &async_headers(base, operation),

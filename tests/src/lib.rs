@@ -138,13 +138,17 @@ pub async fn mock(settings_yaml: &str) -> WasmProvider {
         .expect("mock loads")
 }
 
-/// A node of `instance` with pre-allocate `pre_allocate` and nothing else set.
+/// A node of `instance` with pre-allocate `pre_allocate`, otherwise as
+/// cilium-agent in ENI mode registers it (`"azure": {}` and all).
 pub fn node(name: &str, instance: &str, pre_allocate: u32) -> CiliumNode {
-    let mut node = CiliumNode {
-        name: name.into(),
-        ..Default::default()
-    };
-    node.spec.instance_id = instance.into();
+    let mut node = ipam_ciliumnode::go_agent::eni_node(name, instance);
+    node.spec.ipam.pre_allocate = Some(pre_allocate);
+    node
+}
+
+/// [`node`] as cilium-agent in Azure mode registers it (`"eni": {}` and all).
+pub fn azure_node(name: &str, instance: &str, pre_allocate: u32) -> CiliumNode {
+    let mut node = ipam_ciliumnode::go_agent::azure_node(name, instance);
     node.spec.ipam.pre_allocate = Some(pre_allocate);
     node
 }

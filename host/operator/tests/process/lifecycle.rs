@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use fake_apiserver::{FakeApiServer, CILIUMNODES};
+use ipam_ciliumnode::go_agent;
 use serde_json::json;
 
 use crate::support::{free_port, http_get, terminate, write_kubeconfig};
@@ -31,12 +32,10 @@ fn drain(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
 async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_lease() {
     let server = FakeApiServer::default();
     let api = server.serve_http().await;
-    server.put(
-        CILIUMNODES,
-        json!({"apiVersion": "cilium.io/v2", "kind": "CiliumNode",
-               "metadata": {"name": "n1"},
-               "spec": {"instance-id": "i-0001", "ipam": {"pre-allocate": 8}}}),
-    );
+    // As cilium-agent registers it in ENI mode.
+    let mut node = go_agent::object(go_agent::ENI_AGENT_REGISTERED, "n1", "i-0001");
+    node["spec"]["ipam"]["pre-allocate"] = json!(8);
+    server.put(CILIUMNODES, node);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     write_kubeconfig(&kubeconfig, api);

@@ -2,6 +2,7 @@
 //! over HTTP on 127.0.0.1 through a kubeconfig: one test binary, so the
 //! fixtures (and wasmtime, through them) are linked once.
 
+mod beside_cilium;
 mod kvstore;
 mod lifecycle;
 mod sigkill;

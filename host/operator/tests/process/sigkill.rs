@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ipam_ciliumnode::CiliumNode;
+use ipam_ciliumnode::{go_agent, CiliumNode};
 use ipam_pool::agent;
 use ipam_pool::backoff::jitter;
 use ipam_tests::ec2_proxy::{Ec2Proxy, Moment};
@@ -320,13 +320,14 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
     };
     let join = |upto: usize| {
         for n in joined.load(Ordering::SeqCst) as usize..upto {
-            server.put(
-                CILIUMNODES,
-                json!({"apiVersion": "cilium.io/v2", "kind": "CiliumNode",
-                       "metadata": {"name": node_name(n)},
-                       "spec": {"instance-id": seeded.instances[n],
-                                "ipam": {"pre-allocate": PRE_ALLOCATE}}}),
+            // As cilium-agent registers it in ENI mode.
+            let mut node = go_agent::object(
+                go_agent::ENI_AGENT_REGISTERED,
+                &node_name(n),
+                &seeded.instances[n],
             );
+            node["spec"]["ipam"]["pre-allocate"] = json!(PRE_ALLOCATE);
+            server.put(CILIUMNODES, node);
         }
         joined.store(upto as u32, Ordering::SeqCst);
     };

@@ -17,6 +17,7 @@ use http_body_util::Full;
 use ipam_cloud::credentials::CredentialSource;
 use ipam_cloud::CloudApi;
 use ipam_clouds::aws::credentials::{AwsCredentialConfig, ACCESS_KEY_ID, SESSION_TOKEN};
+use ipam_clouds::TrustRoots;
 use tokio::sync::mpsc;
 
 type Handler =
@@ -60,6 +61,7 @@ fn config(env: &[(&str, &str)], sts: Option<String>, imds: &str) -> AwsCredentia
             .collect::<BTreeMap<_, _>>(),
         sts_endpoint: sts,
         imds_endpoint: imds.into(),
+        trust: TrustRoots::webpki(),
     }
 }
 

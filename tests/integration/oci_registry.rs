@@ -13,6 +13,7 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 use ipam_provider_module::sha256_hex;
 use ipam_provider_runtime::oci::{pull, OciError, OciReference};
+use ipam_provider_runtime::TrustRoots;
 
 fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", sha256_hex(bytes))
@@ -105,7 +106,9 @@ async fn a_pinned_module_is_pulled_verified_and_cached() {
     let module = common::component("mock");
     let (registry, reference) = registry(&module, &module).await;
     let cache = tempfile::tempdir().unwrap();
-    let pulled = pull(&reference, cache.path()).await.expect("pulled");
+    let pulled = pull(&reference, cache.path(), &TrustRoots::webpki())
+        .await
+        .expect("pulled");
     assert_eq!(pulled, module);
     let asked = registry.requests.load(Ordering::SeqCst);
     assert!(
@@ -122,7 +125,12 @@ async fn a_pinned_module_is_pulled_verified_and_cached() {
         .expect("loads");
     assert_eq!(ipam_cloud::CloudApi::info(&provider).name, "mock");
     // The second pull is the cache's.
-    assert_eq!(pull(&reference, cache.path()).await.unwrap(), module);
+    assert_eq!(
+        pull(&reference, cache.path(), &TrustRoots::webpki())
+            .await
+            .unwrap(),
+        module
+    );
     assert_eq!(registry.requests.load(Ordering::SeqCst), asked);
 }
 
@@ -134,7 +142,7 @@ async fn a_tampered_layer_or_another_manifest_is_refused() {
     let (_registry, reference) = registry(&module, &tampered).await;
     let cache = tempfile::tempdir().unwrap();
     assert!(matches!(
-        pull(&reference, cache.path()).await,
+        pull(&reference, cache.path(), &TrustRoots::webpki()).await,
         Err(OciError::DigestMismatch { .. })
     ));
     // A reference pinning some other manifest than the registry serves.
@@ -144,7 +152,7 @@ async fn a_tampered_layer_or_another_manifest_is_refused() {
         ..good
     };
     assert!(matches!(
-        pull(&other, cache.path()).await,
+        pull(&other, cache.path(), &TrustRoots::webpki()).await,
         Err(OciError::DigestMismatch { .. })
     ));
 }

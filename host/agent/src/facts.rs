@@ -6,7 +6,7 @@
 use ipam_clouds::aws::imds::Imds;
 use ipam_clouds::aws::instance_facts::{read as read_aws, AwsInstanceFactsError};
 use ipam_clouds::azure::{AzureImds, AzureImdsError};
-use ipam_clouds::InstanceFacts;
+use ipam_clouds::{InstanceFacts, TrustRoots};
 
 use crate::cli::{Cli, CloudArg};
 use crate::register::NodeFacts;
@@ -51,11 +51,15 @@ fn overridden(mut facts: NodeFacts, cli: &Cli) -> NodeFacts {
 pub async fn gather(cli: &Cli) -> Result<NodeFacts, FactsError> {
     let facts = match cli.cloud {
         CloudArg::Aws => {
-            let aws = read_aws(&Imds::new(&cli.imds_endpoint)).await?;
+            // The agent has no CA flag: an https metadata endpoint must
+            // chain to the webpki roots (IMDS itself is plain http).
+            let aws = read_aws(&Imds::new(&cli.imds_endpoint, TrustRoots::webpki())).await?;
             from_instance(aws.into(), false)
         }
         CloudArg::Azure => {
-            let azure = AzureImds::new(&cli.imds_endpoint).instance_facts().await?;
+            let azure = AzureImds::new(&cli.imds_endpoint, TrustRoots::webpki())
+                .instance_facts()
+                .await?;
             from_instance(azure.into(), true)
         }
         CloudArg::None => {

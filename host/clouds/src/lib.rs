@@ -28,6 +28,9 @@ mod origin;
 pub mod refresh;
 
 pub use instance_facts::InstanceFacts;
+/// What every client here verifies an https server against: the webpki
+/// roots, plus the operator's `--egress-ca-file` where it gives one.
+pub use ipam_http_client::TrustRoots;
 pub use mac::MacAddress;
 
 /// The cloud a provider talks to, as far as the host needs to know it.

@@ -12,6 +12,9 @@
 //!   `Metadata: true` (400 without) and refuses `X-Forwarded-For`; its
 //!   answer has `expires_in` and `expires_on` as strings; an unknown
 //!   identity is 400 `invalid_request` / "Identity not found".
+//!
+//! Entra ID behind a private CA (a proxy, a private authority host) is
+//! reached only with that CA among the config's trust roots.
 
 mod support;
 
@@ -24,6 +27,7 @@ use ipam_cloud::credentials::CredentialSource;
 use ipam_clouds::azure::credentials::{
     self, AzureCredentialConfig, AzureCredentialError, TokenAnswerError, ACCESS_TOKEN,
 };
+use ipam_http_client::testing::PrivateCa;
 use support::{Handler, StubRequest};
 
 const TENANT: &str = "72f988bf-86f1-41af-91ab-2d7cd011db47";
@@ -244,6 +248,51 @@ async fn a_client_secret_is_exchanged_and_a_wrong_one_is_a_typed_refusal() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn entra_id_behind_a_private_ca_is_reached_only_with_that_ca_trusted() {
+    let ca = PrivateCa::new("private Entra ID CA");
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let handler = entra(
+        |form| form.get("client_secret").map(String::as_str) == Some("s3cret"),
+        |_| 3599,
+        seen_tx,
+    );
+    let entra = support::serve_tls(handler, ca.acceptor(&["127.0.0.1"])).await;
+    assert!(entra.url.starts_with("https://127.0.0.1:"), "{}", entra.url);
+    let webpki_only = config(&[
+        ("AZURE_TENANT_ID", TENANT),
+        ("AZURE_CLIENT_ID", CLIENT),
+        ("AZURE_CLIENT_SECRET", "s3cret"),
+        ("AZURE_AUTHORITY_HOST", &entra.url),
+    ]);
+
+    match credentials::start(webpki_only.clone()).await.err() {
+        Some(AzureCredentialError::Request {
+            source_name,
+            message,
+            ..
+        }) => {
+            assert_eq!(source_name, "client secret");
+            assert!(message.contains("UnknownIssuer"), "{message}");
+        }
+        other => panic!("expected the certificate refused, got {other:?}"),
+    }
+    assert!(
+        entra.requests().is_empty(),
+        "nothing is sent before the certificate verifies"
+    );
+
+    let trusting = AzureCredentialConfig {
+        trust: ca.trust(),
+        ..webpki_only
+    };
+    let source = credentials::start(trusting)
+        .await
+        .expect("Entra ID answered over TLS");
+    assert_eq!(next(&mut seen, "exchange").await["client_secret"], "s3cret");
+    assert_eq!(source.current().unwrap().values[ACCESS_TOKEN], "token-0");
 }
 
 /// IMDS's identity endpoint for a VM whose one identity is `known_client`

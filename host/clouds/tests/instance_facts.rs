@@ -18,7 +18,7 @@ use http::Method;
 use ipam_clouds::aws::imds::{Imds, ImdsError};
 use ipam_clouds::aws::instance_facts::{self, AwsInstanceFactsError};
 use ipam_clouds::azure::{AzureImds, AzureImdsError, AzureInstanceFactsError};
-use ipam_clouds::{InstanceFacts, MacAddress};
+use ipam_clouds::{InstanceFacts, MacAddress, TrustRoots};
 use support::{Handler, StubRequest};
 
 const TOKEN: &str = "AQAEAFTWkqjZ0A1y4u0Xd3vJmB8tL6KHq2rs5hnO-stub==";
@@ -84,7 +84,9 @@ fn imdsv2(metadata: BTreeMap<String, String>) -> Arc<Handler> {
 #[tokio::test]
 async fn aws_facts_are_read_over_one_imdsv2_session() {
     let stub = support::serve(imdsv2(ec2_metadata())).await;
-    let facts = instance_facts::read(&Imds::new(&stub.url)).await.unwrap();
+    let facts = instance_facts::read(&Imds::new(&stub.url, TrustRoots::webpki()))
+        .await
+        .unwrap();
     assert_eq!(facts.instance_id, "i-0123456789abcdef0");
     assert_eq!(facts.instance_type, "m5.large");
     assert_eq!(facts.availability_zone, "eu-west-1a");
@@ -119,6 +121,7 @@ async fn the_imdsv2_stub_refuses_a_read_without_the_token() {
     // without a session token (as when the hop limit drops the PUT).
     let stub = support::serve(imdsv2(ec2_metadata())).await;
     let answer = ipam_http_client::request(
+        &TrustRoots::webpki(),
         Method::GET,
         &format!("{}/latest/meta-data/instance-id", stub.url),
         &[],
@@ -133,7 +136,7 @@ async fn the_imdsv2_stub_refuses_a_read_without_the_token() {
 async fn a_refused_token_is_an_imds_error() {
     let stub = support::serve(Arc::new(|_: &StubRequest| (403, "Forbidden".into()))).await;
     assert_eq!(
-        instance_facts::read(&Imds::new(&stub.url)).await,
+        instance_facts::read(&Imds::new(&stub.url, TrustRoots::webpki())).await,
         Err(AwsInstanceFactsError::Imds(ImdsError::Status {
             what: "token".into(),
             status: 403
@@ -147,7 +150,7 @@ async fn a_missing_path_names_it() {
     metadata.remove(&format!("network/interfaces/macs/{MAC}/subnet-id"));
     let stub = support::serve(imdsv2(metadata)).await;
     assert_eq!(
-        instance_facts::read(&Imds::new(&stub.url)).await,
+        instance_facts::read(&Imds::new(&stub.url, TrustRoots::webpki())).await,
         Err(AwsInstanceFactsError::Imds(ImdsError::Status {
             what: format!("network/interfaces/macs/{MAC}/subnet-id"),
             status: 404
@@ -174,7 +177,7 @@ async fn bad_aws_answers_name_their_field() {
         let mut metadata = ec2_metadata();
         metadata.insert(path.clone(), value.to_string());
         let stub = support::serve(imdsv2(metadata)).await;
-        match instance_facts::read(&Imds::new(&stub.url)).await {
+        match instance_facts::read(&Imds::new(&stub.url, TrustRoots::webpki())).await {
             Err(AwsInstanceFactsError::Invalid { field: named, .. }) => {
                 assert_eq!(named, field, "{path}")
             }
@@ -218,11 +221,13 @@ async fn the_azure_stub_wants_the_metadata_header() {
     // IMDS answers 400.
     let stub = support::serve(azure_imds(SCALE_SET_VM)).await;
     let url = format!("{}/metadata/instance?api-version=2021-02-01", stub.url);
-    let bare = ipam_http_client::request(Method::GET, &url, &[], Bytes::new())
-        .await
-        .unwrap();
+    let bare =
+        ipam_http_client::request(&TrustRoots::webpki(), Method::GET, &url, &[], Bytes::new())
+            .await
+            .unwrap();
     assert_eq!(bare.status.as_u16(), 400);
     let forwarded = ipam_http_client::request(
+        &TrustRoots::webpki(),
         Method::GET,
         &url,
         &[
@@ -239,7 +244,10 @@ async fn the_azure_stub_wants_the_metadata_header() {
 #[tokio::test]
 async fn a_scale_set_vm_s_facts_are_read() {
     let stub = support::serve(azure_imds(SCALE_SET_VM)).await;
-    let facts = AzureImds::new(&stub.url).instance_facts().await.unwrap();
+    let facts = AzureImds::new(&stub.url, TrustRoots::webpki())
+        .instance_facts()
+        .await
+        .unwrap();
     assert_eq!(
         facts.instance_id,
         "/subscriptions/8d10da13-8125-4ba9-a717-bf7490507b3d/resourcegroups/mc_rg-aks_aks-prod_westeurope/providers/microsoft.compute/virtualmachinescalesets/aks-nodepool1-10706209-vmss/virtualmachines/3"
@@ -271,7 +279,7 @@ async fn a_scale_set_vm_s_facts_are_read() {
 #[tokio::test]
 async fn a_standalone_vm_s_facts_are_read() {
     let stub = support::serve(azure_imds(STANDALONE_VM)).await;
-    let facts = AzureImds::new(&format!("{}/", stub.url))
+    let facts = AzureImds::new(&format!("{}/", stub.url), TrustRoots::webpki())
         .instance_facts()
         .await
         .unwrap();
@@ -297,7 +305,10 @@ async fn an_error_status_is_typed_with_its_body() {
         )
     }))
     .await;
-    match AzureImds::new(&stub.url).instance_facts().await {
+    match AzureImds::new(&stub.url, TrustRoots::webpki())
+        .instance_facts()
+        .await
+    {
         Err(AzureImdsError::Status { status, body, .. }) => {
             assert_eq!(status, 400);
             assert!(body.contains("api-version is invalid"), "{body}");
@@ -313,7 +324,9 @@ async fn an_answer_that_is_not_json_is_typed() {
     }))
     .await;
     assert!(matches!(
-        AzureImds::new(&stub.url).instance_facts().await,
+        AzureImds::new(&stub.url, TrustRoots::webpki())
+            .instance_facts()
+            .await,
         Err(AzureImdsError::Facts(AzureInstanceFactsError::Document(_)))
     ));
 }
@@ -321,7 +334,7 @@ async fn an_answer_that_is_not_json_is_typed() {
 #[tokio::test]
 async fn a_silent_endpoint_times_out() {
     let url = support::silent().await;
-    let imds = AzureImds::new(&url).with_timeout(Duration::from_millis(200));
+    let imds = AzureImds::new(&url, TrustRoots::webpki()).with_timeout(Duration::from_millis(200));
     match imds.instance_facts().await {
         Err(AzureImdsError::Timeout { timeout, .. }) => {
             assert_eq!(timeout, Duration::from_millis(200))
@@ -334,7 +347,9 @@ async fn a_silent_endpoint_times_out() {
 async fn an_unreachable_endpoint_is_a_request_error() {
     let url = support::closed().await;
     assert!(matches!(
-        AzureImds::new(&url).instance_facts().await,
+        AzureImds::new(&url, TrustRoots::webpki())
+            .instance_facts()
+            .await,
         Err(AzureImdsError::Request { .. })
     ));
 }

@@ -5,7 +5,10 @@
 //! is refused: it can move). Anonymous pulls, with the registry's bearer
 //! token challenge answered (public registries such as ghcr.io). Pulled
 //! modules are kept under the cache directory by digest. `localhost` and
-//! `127.0.0.1` registries are spoken to over plain HTTP, as docker does.
+//! `127.0.0.1` registries are spoken to over plain HTTP, as docker does;
+//! any other over https verified against the caller's trust roots (the
+//! operator's, with its `--egress-ca-file`: a registry behind a private CA),
+//! redirects to blob storage and the token endpoint too.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -13,7 +16,7 @@ use std::str::FromStr;
 use bytes::Bytes;
 use http::{Method, StatusCode, Uri};
 
-use ipam_http_client::{request, Reply};
+use ipam_http_client::{request, Reply, TrustRoots};
 
 const MANIFEST_TYPES: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
 /// Layer media types of a wasm component (wkg / wasm-pkg-tools, ORAS).
@@ -101,7 +104,12 @@ fn sha256(bytes: &[u8]) -> String {
 
 /// GET following redirects (blob downloads go to storage); the token is
 /// only sent to the registry itself.
-async fn get(url: &str, accept: &str, token: Option<&str>) -> Result<Reply, OciError> {
+async fn get(
+    trust: &TrustRoots,
+    url: &str,
+    accept: &str,
+    token: Option<&str>,
+) -> Result<Reply, OciError> {
     let origin = |u: &str| u.parse::<Uri>().ok().and_then(|u| u.authority().cloned());
     let registry = origin(url);
     let mut url = url.to_string();
@@ -110,7 +118,7 @@ async fn get(url: &str, accept: &str, token: Option<&str>) -> Result<Reply, OciE
         if let Some(token) = token.filter(|_| origin(&url) == registry) {
             headers.push(("authorization", format!("Bearer {token}")));
         }
-        let reply = request(Method::GET, &url, &headers, Bytes::new())
+        let reply = request(trust, Method::GET, &url, &headers, Bytes::new())
             .await
             .map_err(|e| OciError::Http {
                 url: e.url,
@@ -156,12 +164,12 @@ fn token_url(challenge: &str) -> Option<String> {
     })
 }
 
-async fn anonymous_token(challenge: &str) -> Result<String, OciError> {
+async fn anonymous_token(trust: &TrustRoots, challenge: &str) -> Result<String, OciError> {
     let url = token_url(challenge).ok_or_else(|| OciError::Http {
         url: challenge.into(),
         message: "unreadable bearer challenge".into(),
     })?;
-    let reply = get(&url, "application/json", None).await?;
+    let reply = get(trust, &url, "application/json", None).await?;
     if !reply.status.is_success() {
         return Err(OciError::Status {
             url,
@@ -186,11 +194,12 @@ async fn anonymous_token(challenge: &str) -> Result<String, OciError> {
 /// GET with the registry's auth: anonymous first, then the bearer token the
 /// challenge asks for.
 async fn registry_get(
+    trust: &TrustRoots,
     url: &str,
     accept: &str,
     token: &mut Option<String>,
 ) -> Result<Bytes, OciError> {
-    let mut reply = get(url, accept, token.as_deref()).await?;
+    let mut reply = get(trust, url, accept, token.as_deref()).await?;
     if reply.status == StatusCode::UNAUTHORIZED && token.is_none() {
         let challenge = reply
             .headers
@@ -198,8 +207,8 @@ async fn registry_get(
             .and_then(|c| c.to_str().ok())
             .unwrap_or_default()
             .to_string();
-        *token = Some(anonymous_token(&challenge).await?);
-        reply = get(url, accept, token.as_deref()).await?;
+        *token = Some(anonymous_token(trust, &challenge).await?);
+        reply = get(trust, url, accept, token.as_deref()).await?;
     }
     if !reply.status.is_success() {
         return Err(OciError::Status {
@@ -224,8 +233,13 @@ fn verify(what: &str, bytes: &[u8], expected: &str) -> Result<(), OciError> {
 }
 
 /// The module `reference` pins: from `cache_dir` when pulled before (and
-/// still matching), else from the registry.
-pub async fn pull(reference: &OciReference, cache_dir: &Path) -> Result<Vec<u8>, OciError> {
+/// still matching), else from the registry, whose https certificate must
+/// chain to `trust`.
+pub async fn pull(
+    reference: &OciReference,
+    cache_dir: &Path,
+    trust: &TrustRoots,
+) -> Result<Vec<u8>, OciError> {
     let cached = cache_dir.join(format!("{}.wasm", reference.digest.replace(':', "-")));
     let base = reference.base();
     let manifest_url = format!("{base}/manifests/{}", reference.digest);
@@ -238,7 +252,7 @@ pub async fn pull(reference: &OciReference, cache_dir: &Path) -> Result<Vec<u8>,
         }
     }
     let mut token = None;
-    let manifest = registry_get(&manifest_url, MANIFEST_TYPES, &mut token).await?;
+    let manifest = registry_get(trust, &manifest_url, MANIFEST_TYPES, &mut token).await?;
     verify(&manifest_url, &manifest, &reference.digest)?;
     let doc: serde_json::Value = serde_json::from_slice(&manifest)
         .map_err(|e| OciError::Manifest(reference.digest.clone(), e.to_string()))?;
@@ -268,7 +282,7 @@ pub async fn pull(reference: &OciReference, cache_dir: &Path) -> Result<Vec<u8>,
         })?
         .to_string();
     let blob_url = format!("{base}/blobs/{layer_digest}");
-    let module = registry_get(&blob_url, "application/octet-stream", &mut token).await?;
+    let module = registry_get(trust, &blob_url, "application/octet-stream", &mut token).await?;
     verify(&blob_url, &module, &layer_digest)?;
     std::fs::create_dir_all(cache_dir).map_err(|e| OciError::Cache(cache_dir.into(), e))?;
     std::fs::write(&cached, &module).map_err(|e| OciError::Cache(cached.clone(), e))?;

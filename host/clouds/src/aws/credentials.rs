@@ -6,7 +6,9 @@
 //! address; a guest never can (its egress policy refuses link-local). The
 //! guest receives `access-key-id`, `secret-access-key` and, for temporary
 //! credentials, `session-token`, with their expiry; [`start`] keeps them
-//! fresh through the shared [`RefreshingSource`].
+//! fresh through the shared [`RefreshingSource`]. An https endpoint's
+//! certificate must chain to the config's `trust`: the webpki roots, plus
+//! the operator's `--egress-ca-file` CAs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use bytes::Bytes;
 use http::Method;
 
 use ipam_cloud::credentials::Credentials;
-use ipam_http_client::request;
+use ipam_http_client::{request, TrustRoots};
 
 use super::imds::Imds;
 use crate::form::form_encode;
@@ -39,7 +41,7 @@ pub enum AwsCredentialError {
 }
 
 /// Where to look; every field can be pointed at a local stub.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct AwsCredentialConfig {
     /// The environment as seen at start (AWS_* variables).
     pub env: BTreeMap<String, String>,
@@ -48,10 +50,13 @@ pub struct AwsCredentialConfig {
     /// IMDS endpoint (AWS_EC2_METADATA_SERVICE_ENDPOINT), default
     /// `http://169.254.169.254`.
     pub imds_endpoint: String,
+    /// What an https endpoint (STS, a container endpoint) must chain to:
+    /// the webpki roots by default, plus the operator's extra CAs.
+    pub trust: TrustRoots,
 }
 
 impl AwsCredentialConfig {
-    /// From this process's environment.
+    /// From this process's environment, with the webpki roots.
     pub fn from_env() -> Self {
         let env: BTreeMap<String, String> = std::env::vars()
             .filter(|(k, _)| k.starts_with("AWS_"))
@@ -65,6 +70,7 @@ impl AwsCredentialConfig {
             env,
             sts_endpoint,
             imds_endpoint,
+            trust: TrustRoots::webpki(),
         }
     }
 
@@ -203,6 +209,7 @@ async fn web_identity(
         form_encode(&token)
     );
     let reply = request(
+        &config.trust,
         Method::POST,
         &format!("{}/", endpoint.trim_end_matches('/')),
         &[(
@@ -233,7 +240,7 @@ async fn web_identity(
 
 async fn instance_profile(config: &AwsCredentialConfig) -> Result<Credentials, AwsCredentialError> {
     let fail = endpoint_error("IMDSv2");
-    let imds = Imds::new(&config.imds_endpoint);
+    let imds = Imds::new(&config.imds_endpoint, config.trust.clone());
     let session = imds.session().await.map_err(|e| fail(e.to_string()))?;
     let roles = session
         .get("iam/security-credentials/")
@@ -285,6 +292,7 @@ fn read_token(path: &str) -> Result<String, AwsCredentialError> {
 /// GET the container endpoint with its authorization token (read from the
 /// file on every fetch: the agent's token is rotated).
 async fn container(
+    trust: &TrustRoots,
     uri: &str,
     token_file: Option<&str>,
     token: Option<&str>,
@@ -298,7 +306,7 @@ async fn container(
         .into_iter()
         .map(|token| ("authorization", token))
         .collect();
-    let answer = request(Method::GET, uri, &headers, Bytes::new())
+    let answer = request(trust, Method::GET, uri, &headers, Bytes::new())
         .await
         .map_err(|e| fail(e.to_string()))?;
     if !answer.status.is_success() {
@@ -328,7 +336,7 @@ pub async fn fetch(
             uri,
             token_file,
             token,
-        } => container(uri, token_file.as_deref(), token.as_deref()).await,
+        } => container(&config.trust, uri, token_file.as_deref(), token.as_deref()).await,
         AwsSource::InstanceProfile => instance_profile(config)
             .await
             .map_err(|e| AwsCredentialError::NoSource(e.to_string())),
@@ -373,6 +381,7 @@ mod tests {
                 .collect(),
             sts_endpoint: None,
             imds_endpoint: "http://169.254.169.254".into(),
+            trust: TrustRoots::webpki(),
         }
     }
 

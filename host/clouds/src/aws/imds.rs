@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 use http::Method;
-use ipam_http_client::request;
+use ipam_http_client::{request, TrustRoots};
 
 /// How long a session token lives (the SDKs ask for 6 hours).
 const TOKEN_TTL_SECONDS: &str = "21600";
@@ -22,19 +22,24 @@ pub enum ImdsError {
 #[derive(Debug, Clone)]
 pub struct Imds {
     base: String,
+    /// Plain http on EC2; the roots serve an https endpoint put in its
+    /// place (AWS_EC2_METADATA_SERVICE_ENDPOINT).
+    trust: TrustRoots,
 }
 
 /// A session: reads carry its token.
 #[derive(Debug, Clone)]
 pub struct ImdsSession {
     base: String,
+    trust: TrustRoots,
     token: String,
 }
 
 impl Imds {
-    pub fn new(endpoint: &str) -> Self {
+    pub fn new(endpoint: &str, trust: TrustRoots) -> Self {
         Self {
             base: endpoint.trim_end_matches('/').to_string(),
+            trust,
         }
     }
 
@@ -42,6 +47,7 @@ impl Imds {
     pub async fn session(&self) -> Result<ImdsSession, ImdsError> {
         let what = "token".to_string();
         let answer = request(
+            &self.trust,
             Method::PUT,
             &format!("{}/latest/api/token", self.base),
             &[(
@@ -63,6 +69,7 @@ impl Imds {
         }
         Ok(ImdsSession {
             base: self.base.clone(),
+            trust: self.trust.clone(),
             token: String::from_utf8_lossy(&answer.body).trim().to_string(),
         })
     }
@@ -73,6 +80,7 @@ impl ImdsSession {
     pub async fn get(&self, path: &str) -> Result<String, ImdsError> {
         let url = format!("{}/latest/meta-data/{path}", self.base);
         let answer = request(
+            &self.trust,
             Method::GET,
             &url,
             &[("x-aws-ec2-metadata-token", self.token.clone())],

@@ -6,7 +6,9 @@
 //! managed identity through IMDS. The guest receives `access-token` (a bearer
 //! token for ARM) with its expiry through the credentials import, and
 //! [`start`] fetches a new one before that; the guest never reaches Entra ID
-//! or the metadata address itself.
+//! or the metadata address itself. Entra ID's certificate must chain to the
+//! config's `trust`: the webpki roots, plus the operator's `--egress-ca-file`
+//! CAs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Method;
 use ipam_cloud::credentials::Credentials;
-use ipam_http_client::request;
+use ipam_http_client::{request, TrustRoots};
 
 use super::imds::DEFAULT_ENDPOINT as DEFAULT_IMDS_ENDPOINT;
 use crate::form::form_encode;
@@ -89,7 +91,7 @@ pub enum TokenAnswerError {
 }
 
 /// Where to look; the endpoints can be pointed at local stubs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct AzureCredentialConfig {
     /// The environment as seen at start (AZURE_* variables).
     pub env: BTreeMap<String, String>,
@@ -99,15 +101,20 @@ pub struct AzureCredentialConfig {
     /// IMDS (`AZURE_POD_IDENTITY_AUTHORITY_HOST`, as the Azure SDKs read
     /// it; `http://169.254.169.254` by default).
     pub imds_endpoint: String,
+    /// What Entra ID's certificate must chain to: the webpki roots by
+    /// default, plus the operator's extra CAs (an authority host behind a
+    /// private CA).
+    pub trust: TrustRoots,
 }
 
 impl AzureCredentialConfig {
-    /// From this process's environment.
+    /// From this process's environment, with the webpki roots.
     pub fn from_env() -> Self {
         Self::from_vars(std::env::vars().filter(|(k, _)| k.starts_with("AZURE_")))
     }
 
-    /// From the given variables (the environment, or a test's).
+    /// From the given variables (the environment, or a test's), with the
+    /// webpki roots.
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Self {
         let env: BTreeMap<String, String> = vars
             .into_iter()
@@ -128,6 +135,7 @@ impl AzureCredentialConfig {
             env,
             authority_host,
             imds_endpoint,
+            trust: TrustRoots::webpki(),
         }
     }
 
@@ -310,6 +318,7 @@ fn read_token_file(path: &str) -> Result<String, AzureCredentialError> {
 
 /// One token request and its answer read.
 async fn token_request(
+    trust: &TrustRoots,
     source_name: &'static str,
     method: Method,
     url: String,
@@ -323,7 +332,7 @@ async fn token_request(
     };
     let reply = tokio::time::timeout(
         TOKEN_REQUEST_TIMEOUT,
-        request(method, &url, headers, Bytes::from(body)),
+        request(trust, method, &url, headers, Bytes::from(body)),
     )
     .await
     .map_err(|_| failed(format!("no answer within {TOKEN_REQUEST_TIMEOUT:?}")))?
@@ -386,7 +395,15 @@ pub async fn fetch(
                 ("scope", ARM_SCOPE),
             ]);
             let url = entra_token_url(config, tenant_id);
-            token_request(source.name(), Method::POST, url, &form_header, body).await
+            token_request(
+                &config.trust,
+                source.name(),
+                Method::POST,
+                url,
+                &form_header,
+                body,
+            )
+            .await
         }
         AzureSource::WorkloadIdentity {
             tenant_id,
@@ -402,21 +419,36 @@ pub async fn fetch(
                 ("scope", ARM_SCOPE),
             ]);
             let url = entra_token_url(config, tenant_id);
-            token_request(source.name(), Method::POST, url, &form_header, body).await
+            token_request(
+                &config.trust,
+                source.name(),
+                Method::POST,
+                url,
+                &form_header,
+                body,
+            )
+            .await
         }
         AzureSource::ManagedIdentity { client_id } => {
             let url = imds_token_url(config, client_id.as_deref());
             let headers = [("Metadata", "true".to_string())];
             // Unreachable IMDS: most likely not on Azure, and nothing else
             // configured. A refusal or a bad answer is said as it is.
-            token_request(source.name(), Method::GET, url, &headers, String::new())
-                .await
-                .map_err(|e| match e {
-                    AzureCredentialError::Request { .. } => {
-                        AzureCredentialError::NoSource(e.to_string())
-                    }
-                    other => other,
-                })
+            token_request(
+                &config.trust,
+                source.name(),
+                Method::GET,
+                url,
+                &headers,
+                String::new(),
+            )
+            .await
+            .map_err(|e| match e {
+                AzureCredentialError::Request { .. } => {
+                    AzureCredentialError::NoSource(e.to_string())
+                }
+                other => other,
+            })
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
-use ipam_http_client::request;
+use ipam_http_client::{request, TrustRoots};
 
 use super::instance_facts::{AzureInstanceFacts, AzureInstanceFactsError};
 
@@ -44,20 +44,24 @@ pub enum AzureImdsError {
 pub struct AzureImds {
     base: String,
     timeout: Duration,
+    /// Plain http on Azure; the roots serve an https endpoint put in its
+    /// place.
+    trust: TrustRoots,
 }
 
 impl Default for AzureImds {
     fn default() -> Self {
-        Self::new(DEFAULT_ENDPOINT)
+        Self::new(DEFAULT_ENDPOINT, TrustRoots::webpki())
     }
 }
 
 impl AzureImds {
     /// `endpoint` is `scheme://host[:port]` (a local stub in tests).
-    pub fn new(endpoint: &str) -> Self {
+    pub fn new(endpoint: &str, trust: TrustRoots) -> Self {
         Self {
             base: endpoint.trim_end_matches('/').to_string(),
             timeout: DEFAULT_TIMEOUT,
+            trust,
         }
     }
 
@@ -71,6 +75,7 @@ impl AzureImds {
         let answer = tokio::time::timeout(
             self.timeout,
             request(
+                &self.trust,
                 Method::GET,
                 &url,
                 &[("Metadata", "true".into())],

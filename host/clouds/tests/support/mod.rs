@@ -1,15 +1,17 @@
 //! A small HTTP/1.1 stub on 127.0.0.1 for the metadata-service and token
 //! endpoint tests: it reads one request (head and Content-Length body) per
 //! connection (the host's client opens one per
-//! request), records it, and answers what the test's handler says.
+//! request), records it, and answers what the test's handler says. Plain
+//! http, or https with a certificate of the test's private CA.
 
 // Each test binary that includes this module uses a part of it.
 #![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 /// The most of a request head the stub reads.
 const MAX_HEAD: usize = 64 * 1024;
@@ -47,10 +49,24 @@ impl Stub {
     }
 }
 
-/// Serve `handler` until the test ends.
+/// Serve `handler` over plain http until the test ends.
 pub async fn serve(handler: Arc<Handler>) -> Stub {
+    serve_on(handler, None).await
+}
+
+/// Serve `handler` over https until the test ends, presenting `tls`'s
+/// certificate; a connection whose handshake fails is dropped unrecorded.
+pub async fn serve_tls(handler: Arc<Handler>, tls: TlsAcceptor) -> Stub {
+    serve_on(handler, Some(tls)).await
+}
+
+async fn serve_on(handler: Arc<Handler>, tls: Option<TlsAcceptor>) -> Stub {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind stub");
-    let url = format!("http://{}", listener.local_addr().expect("stub address"));
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!(
+        "{scheme}://{}",
+        listener.local_addr().expect("stub address")
+    );
     let requests = Arc::new(Mutex::new(Vec::new()));
     let recorded = requests.clone();
     tokio::spawn(async move {
@@ -60,7 +76,17 @@ pub async fn serve(handler: Arc<Handler>) -> Stub {
             };
             let handler = handler.clone();
             let recorded = recorded.clone();
-            tokio::spawn(async move { answer(stream, &*handler, &recorded).await });
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                match tls {
+                    None => answer(stream, &*handler, &recorded).await,
+                    Some(tls) => {
+                        if let Ok(stream) = tls.accept(stream).await {
+                            answer(stream, &*handler, &recorded).await
+                        }
+                    }
+                }
+            });
         }
     });
     Stub { url, requests }
@@ -87,7 +113,10 @@ pub async fn closed() -> String {
     url
 }
 
-async fn answer(mut stream: TcpStream, handler: &Handler, recorded: &Mutex<Vec<StubRequest>>) {
+async fn answer<S>(mut stream: S, handler: &Handler, recorded: &Mutex<Vec<StubRequest>>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let mut head = Vec::new();
     let mut chunk = [0u8; 4096];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {

@@ -60,8 +60,9 @@ pub struct RunArgs {
     /// An origin the provider may reach (scheme://host[:port]); repeatable.
     #[arg(long = "allow-egress", value_name = "ORIGIN")]
     egress: Vec<String>,
-    /// PEM CA certificates trusted for the provider's https egress, besides
-    /// the webpki roots (an endpoint with a private CA).
+    /// PEM CA certificates trusted besides the webpki roots (an endpoint
+    /// with a private CA), for the provider's https egress and for pulling an
+    /// oci:// module.
     #[arg(long, value_name = "FILE")]
     egress_ca_file: Option<PathBuf>,
     /// Credentials handed to the provider: a YAML or JSON map of strings.
@@ -103,12 +104,16 @@ fn read(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
 
-fn provider_config(module: &str, args: &RunArgs) -> anyhow::Result<ProviderConfig> {
+fn provider_config(
+    module: &str,
+    args: &RunArgs,
+    trust: TrustRoots,
+) -> anyhow::Result<ProviderConfig> {
     load_config(
         module,
         args.config.as_deref(),
         &args.egress,
-        args.egress_ca_file.as_deref(),
+        trust,
         args.credentials.as_deref(),
         CallLimits {
             timeout: Duration::from_millis(args.timeout_ms),
@@ -125,15 +130,27 @@ fn provider_config(module: &str, args: &RunArgs) -> anyhow::Result<ProviderConfi
     })
 }
 
+/// The roots every https connection of the operator verifies against: the
+/// webpki roots, plus the CAs of `--egress-ca-file` where it is given. One
+/// setting for the provider's egress and the host's own calls (OCI pulls,
+/// Entra ID and STS tokens), so an endpoint behind a private CA is trusted
+/// the same by both.
+pub(super) fn trust_roots(egress_ca: Option<&Path>) -> anyhow::Result<TrustRoots> {
+    Ok(match egress_ca {
+        Some(path) => TrustRoots::with_extra_pem_file(path)?,
+        None => TrustRoots::webpki(),
+    })
+}
+
 /// A provider's configuration from its settings file (YAML or JSON; the
-/// mock's embedded default when it has none), egress allow-list, extra CA
-/// file for its https egress, credentials file (a map of strings) and call
-/// limits.
+/// mock's embedded default when it has none), egress allow-list, the roots
+/// its https egress verifies against, credentials file (a map of strings)
+/// and call limits.
 pub(super) fn load_config(
     module: &str,
     settings: Option<&Path>,
     egress: &[String],
-    egress_ca: Option<&Path>,
+    trust: TrustRoots,
     credentials: Option<&Path>,
     limits: CallLimits,
 ) -> anyhow::Result<ProviderConfig> {
@@ -157,9 +174,7 @@ pub(super) fn load_config(
     };
     let mut config = ProviderConfig::new(settings);
     config.egress = egress.to_vec();
-    if let Some(path) = egress_ca {
-        config.trust = TrustRoots::with_extra_pem_file(path)?;
-    }
+    config.trust = trust;
     config.credentials = Arc::new(StaticCredentials(credentials));
     config.limits = limits;
     Ok(config)
@@ -167,11 +182,15 @@ pub(super) fn load_config(
 
 /// A module's bytes: a file, a built component's name, or an OCI reference
 /// pinned to a digest (`oci://REGISTRY/REPO@sha256:HEX`, pulled into the
-/// cache). The path shown for it.
-pub(super) async fn module_bytes(module: &str) -> anyhow::Result<(PathBuf, Vec<u8>)> {
+/// cache, the registry's certificate verified against `trust`). The path
+/// shown for it.
+pub(super) async fn module_bytes(
+    module: &str,
+    trust: &TrustRoots,
+) -> anyhow::Result<(PathBuf, Vec<u8>)> {
     if module.starts_with("oci://") {
         let reference: OciReference = module.parse()?;
-        let bytes = oci::pull(&reference, &default_cache_dir().join("modules"))
+        let bytes = oci::pull(&reference, &default_cache_dir().join("modules"), trust)
             .await
             .with_context(|| format!("pulling {module}"))?;
         return Ok((PathBuf::from(module), bytes));
@@ -190,7 +209,8 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
     let runtime = ProviderRuntime::new(RuntimeConfig::default())?;
     match command {
         ProviderCommand::Inspect { module, json } => {
-            let (path, bytes) = module_bytes(&module).await?;
+            // No CA flag here: an oci:// module is pulled with the webpki roots.
+            let (path, bytes) = module_bytes(&module, &TrustRoots::webpki()).await?;
             let (module, info) = runtime
                 .describe(&bytes)
                 .await
@@ -241,8 +261,9 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
             run,
             accept_not_run,
         } => {
-            let (path, bytes) = module_bytes(&module).await?;
-            let mut config = provider_config(&module, &run)?;
+            let trust = trust_roots(run.egress_ca_file.as_deref())?;
+            let (path, bytes) = module_bytes(&module, &trust).await?;
+            let mut config = provider_config(&module, &run, trust)?;
             let refusals = Arc::new(Refusals::default());
             config.refusals = Some(refusals.clone());
             let started = Instant::now();
@@ -415,9 +436,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ca.pem");
         std::fs::write(&path, "not a certificate\n").unwrap();
-        let error = load_config("mock", None, &[], Some(&path), None, CallLimits::default())
-            .err()
-            .expect("refused");
+        let error = trust_roots(Some(&path)).expect_err("refused");
         assert!(
             matches!(
                 error.downcast_ref::<ipam_provider_runtime::TrustError>(),

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use super::ipam_mode::{ipam_mode, IpamModeArg};
 use super::kvstore_args::KvstoreArgs;
 use super::kvstore_duties;
-use super::provider::{load_config, module_bytes};
+use super::provider::{load_config, module_bytes, trust_roots};
 use crate::duties::Duties;
 use crate::rate_flags::{parse_bucket_override, rate_limits, rate_settings};
 use crate::serve::{endpoints, serve};
@@ -140,8 +140,10 @@ pub struct RunArgs {
         value_name = "ORIGIN"
     )]
     pub egress: Vec<String>,
-    /// PEM CA certificates trusted for the provider's https egress, besides
-    /// the webpki roots (a cloud endpoint or proxy with a private CA).
+    /// PEM CA certificates trusted besides the webpki roots (a cloud
+    /// endpoint, registry or proxy with a private CA), for the provider's
+    /// https egress and the operator's own calls: Entra ID and STS tokens,
+    /// pulling an oci:// module.
     #[arg(long, env = "IPAM_EGRESS_CA_FILE", value_name = "FILE")]
     pub egress_ca_file: Option<PathBuf>,
     /// Limit of one provider call, in milliseconds.
@@ -295,7 +297,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let cloud_kind = Cloud::from(args.cloud);
     let ipam_mode = ipam_mode(cloud_kind, args.ipam_mode)?;
     tracing::info!(mode = %ipam_mode, cloud = ?cloud_kind, "IPAM mode");
-    let (path, bytes) = module_bytes(&args.provider).await?;
+    // Read once, before anything goes out: the pull, the credential chain
+    // and the provider's egress all verify against these roots.
+    let trust = trust_roots(args.egress_ca_file.as_deref())?;
+    let (path, bytes) = module_bytes(&args.provider, &trust).await?;
     if let Some(want) = &args.provider_sha256 {
         let have = sha256_hex(&bytes);
         anyhow::ensure!(
@@ -308,7 +313,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         &args.provider,
         args.provider_settings.as_deref(),
         &args.egress,
-        args.egress_ca_file.as_deref(),
+        trust.clone(),
         args.provider_credentials.as_deref(),
         CallLimits {
             timeout: Duration::from_millis(args.provider_timeout_ms),
@@ -323,16 +328,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     match args.credentials_source {
         CredentialsSource::File => {}
         CredentialsSource::Aws => {
-            provider_config.credentials =
-                ipam_clouds::aws::credentials::start(AwsCredentialConfig::from_env())
-                    .await
-                    .context("resolving AWS credentials")?;
+            let config = AwsCredentialConfig {
+                trust,
+                ..AwsCredentialConfig::from_env()
+            };
+            provider_config.credentials = ipam_clouds::aws::credentials::start(config)
+                .await
+                .context("resolving AWS credentials")?;
         }
         CredentialsSource::Azure => {
-            provider_config.credentials =
-                ipam_clouds::azure::credentials::start(AzureCredentialConfig::from_env())
-                    .await
-                    .context("resolving Azure credentials")?;
+            let config = AzureCredentialConfig {
+                trust,
+                ..AzureCredentialConfig::from_env()
+            };
+            provider_config.credentials = ipam_clouds::azure::credentials::start(config)
+                .await
+                .context("resolving Azure credentials")?;
         }
     }
     if let Some(chain) = args.credentials_source.cloud() {

@@ -715,7 +715,11 @@ async fn the_engine_converges_azure_mode_nodes_and_releases_their_excess() {
         );
         // Cilium's forms: ARM's MAC case and subnet id, secondaries only.
         assert!(published[0].mac.starts_with("00:0D:3A:"), "{published:?}");
-        let listed: Vec<&str> = published[0].addresses.iter().map(|a| a.ip.as_str()).collect();
+        let listed: Vec<&str> = published[0]
+            .addresses
+            .iter()
+            .map(|a| a.ip.as_str())
+            .collect();
         let pooled: Vec<&str> = node.spec.ipam.pool.keys().map(String::as_str).collect();
         assert_eq!(listed.len(), pooled.len(), "{listed:?} {pooled:?}");
         assert!(published[0]
@@ -786,7 +790,11 @@ async fn interface_name_picks_the_nic_addresses_go_on() {
     );
     let on_second = arm.nic_addresses(&second);
     for (address, entry) in &node.spec.ipam.pool {
-        assert_eq!(entry.resource.as_deref(), Some(second.as_str()), "{address}");
+        assert_eq!(
+            entry.resource.as_deref(),
+            Some(second.as_str()),
+            "{address}"
+        );
         assert!(
             on_second.iter().any(|a| a.to_string() == *address),
             "{address} is pooled but not on {second} in ARM"
@@ -828,7 +836,11 @@ async fn failed_ip_configurations_are_cleaned_up() {
         error.to_string().contains("InternalServerError"),
         "the original failure: {error}"
     );
-    assert_eq!(failed(&arm), Vec::<String>::new(), "the failed assign was undone");
+    assert_eq!(
+        failed(&arm),
+        Vec::<String>::new(),
+        "the failed assign was undone"
+    );
     assert_eq!(arm.nic_addresses(&nic), [Ipv4Addr::new(10, 0, 0, 5)]);
 
     let stranded = arm.add_failed_configuration(&nic, "Cilium-stranded");
@@ -841,7 +853,11 @@ async fn failed_ip_configurations_are_cleaned_up() {
         .assign_ips(&nic, IpRequest::Addresses(1))
         .await
         .expect("assigned");
-    assert_eq!(failed(&arm), Vec::<String>::new(), "cleaned by the next write");
+    assert_eq!(
+        failed(&arm),
+        Vec::<String>::new(),
+        "cleaned by the next write"
+    );
     assert!(!arm.nic_addresses(&nic).contains(&stranded));
     assert_eq!(secondaries(&azure, &nic).await, assigned.addresses);
 }

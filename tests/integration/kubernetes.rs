@@ -11,12 +11,12 @@ use std::time::Duration;
 use common::{engine_settings, mock, MOCK_SETTINGS};
 use fake_apiserver::{FakeApiServer, CILIUMNODES};
 use http::Method;
-use ipam_ciliumnode::{go_agent, NodeUpdate};
 use ipam_ciliumnode::ReleaseState;
-use ipam_engine::{IpamMode, LoopSettings, MaintenanceSettings};
+use ipam_ciliumnode::{go_agent, NodeUpdate};
 use ipam_engine::Maintainer;
 use ipam_engine::Metrics;
 use ipam_engine::NodeStore;
+use ipam_engine::{IpamMode, LoopSettings, MaintenanceSettings};
 use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
 use ipam_k8s::store::KubeNodeStore;
@@ -527,7 +527,11 @@ async fn an_azure_mode_node_gets_status_azure_interfaces() {
         written["status"]["eni"].get("enis").is_none(),
         "no ENI status for an Azure node, though it carries spec.eni"
     );
-    assert_eq!(written["spec"]["eni"], json!({}), "kept as the agent wrote it");
+    assert_eq!(
+        written["spec"]["eni"],
+        json!({}),
+        "kept as the agent wrote it"
+    );
 }
 
 /// A fake API server with node n1 (pre-allocate 8), and op-a leading and

@@ -355,7 +355,10 @@ impl ArmStub {
     /// The next standalone NIC update's operation ends Failed with `code`,
     /// its new configurations left on the NIC in state Failed.
     pub fn fail_next_nic_operation(&self, code: &'static str) {
-        self.state.lock().expect("stub state").fail_next_nic_operation = Some(code);
+        self.state
+            .lock()
+            .expect("stub state")
+            .fail_next_nic_operation = Some(code);
     }
 
     /// Attach a second NIC, `name`, to the standalone VM (not its primary);
@@ -401,7 +404,10 @@ impl ArmStub {
                     .iter()
                     .map(|c| {
                         let field = |v: &Value| v.as_str().unwrap_or_default().to_string();
-                        (field(&c["name"]), field(&c["properties"]["provisioningState"]))
+                        (
+                            field(&c["name"]),
+                            field(&c["properties"]["provisioningState"]),
+                        )
                     })
                     .collect()
             })
@@ -817,7 +823,13 @@ fn put_nic(
             .iter()
             .find(|c| c["name"] == name.as_str())
             .map(|c| c["properties"]["provisioningState"].clone())
-            .unwrap_or_else(|| json!(if failure.is_some() { "Failed" } else { "Succeeded" }));
+            .unwrap_or_else(|| {
+                json!(if failure.is_some() {
+                    "Failed"
+                } else {
+                    "Succeeded"
+                })
+            });
         if let Some(address) = config["properties"]["privateIPAddress"]
             .as_str()
             .and_then(|a| a.parse().ok())

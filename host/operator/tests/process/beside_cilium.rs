@@ -125,7 +125,8 @@ async fn in_eni_mode_go_shaped_and_bare_nodes_both_get_status_eni() {
     write_kubeconfig(&kubeconfig, api);
 
     // As Cilium 1.16's agent registers it: "azure": {}, "alibaba-cloud": {}.
-    let mut go_shaped = go_agent::object(go_agent::ENI_AGENT_REGISTERED, "go", &seeded.instances[0]);
+    let mut go_shaped =
+        go_agent::object(go_agent::ENI_AGENT_REGISTERED, "go", &seeded.instances[0]);
     go_shaped["spec"]["ipam"]["pre-allocate"] = json!(PRE_ALLOCATE);
     assert_eq!(go_shaped["spec"]["azure"], json!({}));
     // The same spec.eni and watermarks, without the empty objects.
@@ -145,7 +146,11 @@ async fn in_eni_mode_go_shaped_and_bare_nodes_both_get_status_eni() {
     )
     .unwrap();
     let credentials = dir.path().join("credentials.yaml");
-    std::fs::write(&credentials, "access-key-id: AKIDTEST\nsecret-access-key: secret\n").unwrap();
+    std::fs::write(
+        &credentials,
+        "access-key-id: AKIDTEST\nsecret-access-key: secret\n",
+    )
+    .unwrap();
     let mut child = start(
         &kubeconfig,
         dir.path(),

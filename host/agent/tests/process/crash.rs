@@ -5,7 +5,8 @@
 //! allocations are exactly the attachments the runtime believes live), the
 //! routes match the allocations, and status.ipam.used follows; a call the
 //! kill cut fails with CNI code 11 (try again later). And SIGTERM: the ADD
-//! in flight is answered before the agent stops.
+//! in flight is answered before the agent stops. And concurrent ADDs and
+//! DELs (many plugin processes at once) never share an address.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -360,4 +361,65 @@ async fn sigterm_answers_the_request_in_flight_before_stopping() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "a clean stop: {status}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_adds_and_dels_never_share_an_address() {
+    let node = NodeNs::new(16, &[]).await;
+    let mut agent = node.setup.start(Some(&node.ns));
+    node.setup.wait_ready(Some(&node.ns), &mut agent);
+    let pod_ns = NetNs::create_unique("ipam-pod").expect("a pod namespace");
+    let config = node.config("1.0.0", json!({"type": "ipam-cni"}));
+    let call = |command: &str, container: &str| {
+        node.cni("ipam-cni", command, container, Some(&pod_ns), &config)
+    };
+    for n in 0..16 {
+        node.server.put("/api/v1/pods", pod(&format!("c{n}")));
+    }
+    // Twelve plugin processes at once.
+    let first: Vec<(String, Output)> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..12)
+            .map(|n| {
+                let container = format!("c{n}");
+                scope.spawn(move || (container.clone(), call("ADD", &container)))
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().expect("an ADD")).collect()
+    });
+    let mut live: BTreeMap<String, Ipv4Addr> = BTreeMap::new();
+    for (container, output) in first {
+        let ip = address_of(&output).unwrap_or_else(|| panic!("the ADD of {container} failed"));
+        assert!(!live.values().any(|held| *held == ip), "{ip} handed out twice");
+        live.insert(container, ip);
+    }
+    assert_eq!(saved(&node), live);
+    // Then six DELs and four ADDs at once.
+    let second: Vec<(String, bool, Output)> = std::thread::scope(|scope| {
+        let dels = (0..6).map(|n| (format!("c{n}"), false));
+        let adds = (12..16).map(|n| (format!("c{n}"), true));
+        let calls: Vec<_> = dels
+            .chain(adds)
+            .map(|(container, add)| {
+                scope.spawn(move || {
+                    let command = if add { "ADD" } else { "DEL" };
+                    (container.clone(), add, call(command, &container))
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().expect("a call")).collect()
+    });
+    for (container, add, output) in second {
+        if add {
+            let ip = address_of(&output).unwrap_or_else(|| panic!("the ADD of {container} failed"));
+            assert!(!live.values().any(|held| *held == ip), "{ip} handed out twice");
+            live.insert(container, ip);
+        } else {
+            assert!(output.status.success(), "the DEL of {container}");
+            live.remove(&container);
+        }
+    }
+    assert_eq!(saved(&node), live, "the state file is in step");
+    let want: BTreeSet<String> = live.values().map(ToString::to_string).collect();
+    until_node(&node.server, "status.ipam.used is in step", move |n| used(n) == want).await;
+    kill(&mut agent);
 }

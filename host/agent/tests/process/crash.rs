@@ -365,9 +365,15 @@ async fn sigterm_answers_the_request_in_flight_before_stopping() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_adds_and_dels_never_share_an_address() {
+    use std::os::unix::fs::PermissionsExt;
     let node = NodeNs::new(16, &[]).await;
     let mut agent = node.setup.start(Some(&node.ns));
     node.setup.wait_ready(Some(&node.ns), &mut agent);
+    let mode = std::fs::metadata(node.setup.socket())
+        .expect("the socket")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "only root may connect to the socket");
     let pod_ns = NetNs::create_unique("ipam-pod").expect("a pod namespace");
     let config = node.config("1.0.0", json!({"type": "ipam-cni"}));
     let call = |command: &str, container: &str| {
@@ -422,4 +428,35 @@ async fn concurrent_adds_and_dels_never_share_an_address() {
     let want: BTreeSet<String> = live.values().map(ToString::to_string).collect();
     until_node(&node.server, "status.ipam.used is in step", move |n| used(n) == want).await;
     kill(&mut agent);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_corrupt_state_file_stops_the_agent_and_is_left_as_it_is() {
+    let node = NodeNs::new(4, &[]).await;
+    let state_file = node.setup.state_file();
+    std::fs::create_dir_all(state_file.parent().expect("a folder")).expect("the state folder");
+    let corrupt = br#"{"allocations": [{"ip": "10.0.1.10", "container-id": "c1""#;
+    std::fs::write(&state_file, corrupt).expect("a corrupt state file");
+    let mut agent = node.setup.start(Some(&node.ns));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = agent.try_wait().expect("waiting for the agent") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent runs over a corrupt state file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{status}");
+    assert_eq!(
+        std::fs::read(&state_file).expect("the state file is still there"),
+        corrupt,
+        "left as it was"
+    );
+    assert!(
+        !node.setup.socket().exists(),
+        "nothing was served over the allocations it could not read"
+    );
 }

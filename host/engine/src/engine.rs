@@ -294,8 +294,9 @@ impl Loop<'_> {
             Work::Gc => {
                 let gc = self.engine.gc.clone();
                 self.tasks.spawn(async move {
+                    let attached = maintainer.cache().attached_interfaces();
                     Outcome::Gc(
-                        gc.round(maintainer.parts().cloud.as_ref(), unix_now())
+                        gc.round(maintainer.parts().cloud.as_ref(), unix_now(), &attached)
                             .await,
                     )
                 })

@@ -495,3 +495,26 @@ async fn username_and_password() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_longer_than_a_page_comes_whole_and_in_order() {
+    let etcd = EtcdServer::start().await;
+    let client = etcd.client().await;
+    let prefix = "cilium/state/paged/v1/";
+    // More than two pages of 2,000, written eight at a time.
+    let count = 4_100;
+    let keys: Vec<String> = (0..count).map(|n| format!("{prefix}{n:05}")).collect();
+    for chunk in keys.chunks(8) {
+        let writes = chunk.iter().map(|key| client.put(key, b"v".to_vec(), 0));
+        for written in futures::future::join_all(writes).await {
+            written.unwrap();
+        }
+    }
+    let listing = client.list(prefix).await.unwrap();
+    let listed: Vec<&str> = listing.keys.iter().map(|kv| kv.key.as_str()).collect();
+    assert_eq!(listed.len(), count, "every key, once");
+    assert!(listed.iter().zip(&keys).all(|(a, b)| a == b), "in key order");
+    // The revision is the first page's, which every later page was read at.
+    let newest = listing.keys.iter().map(|kv| kv.mod_revision).max().unwrap();
+    assert!(listing.revision >= newest, "{} < {newest}", listing.revision);
+}

@@ -731,7 +731,7 @@ async fn the_engine_converges_azure_mode_nodes_and_releases_their_excess() {
     // Demand drops to nothing: the excess is marked after the delay, the
     // agent declares it ready, and it leaves ARM.
     let (name, _, nic) = &nodes[0];
-    let before = arm.nic_addresses(nic).len();
+    let before = arm.nic_addresses(nic);
     store
         .agent_update(name, |n| n.spec.ipam.pre_allocate = Some(0))
         .expect("agent update");
@@ -759,10 +759,17 @@ async fn the_engine_converges_azure_mode_nodes_and_releases_their_excess() {
         marked,
         "every marked address was ready"
     );
+    let mut left: Vec<String> = arm.nic_addresses(nic).iter().map(ToString::to_string).collect();
+    let mut want: Vec<String> = before
+        .iter()
+        .map(ToString::to_string)
+        .filter(|a| !round.released.contains(a))
+        .collect();
+    left.sort();
+    want.sort();
     assert_eq!(
-        arm.nic_addresses(nic).len(),
-        before - round.released.len(),
-        "the released addresses left the scale-set VM's NIC in ARM"
+        left, want,
+        "exactly the released addresses left the scale-set VM's NIC in ARM"
     );
 }
 
@@ -867,4 +874,72 @@ async fn failed_ip_configurations_are_cleaned_up() {
     // Its address was free again for ARM to hand out (the stub gives the
     // lowest free one, so the new configuration may hold it).
     assert_eq!(secondaries(&azure, &nic).await, assigned.addresses);
+}
+
+/// The settings that narrow what the component reads, each against the
+/// stub (scale set `pool` and standalone VM `vm1`, both tagged
+/// `cluster: test`; NSG `nodes-nsg` tagged `cluster: test`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_instance_and_security_group_filters_narrow_the_listings() {
+    let arm = ArmStub::start().await;
+    let instances_with = |overrides: serde_json::Value| {
+        let mut settings = arm.settings();
+        for (key, value) in overrides.as_object().expect("a map") {
+            settings[key] = value.clone();
+        }
+        let endpoint = arm.endpoint.clone();
+        async move {
+            let azure = load(settings, &endpoint, token(arm_stub::TOKEN)).await;
+            let mut ids: Vec<String> = azure
+                .get_instances(&[])
+                .await
+                .expect("instances")
+                .into_iter()
+                .map(|i| i.id)
+                .collect();
+            ids.sort();
+            let groups = azure.get_security_groups().await.expect("NSGs").len();
+            (ids, groups)
+        }
+    };
+    let vm = lower(&arm_stub::vm_id());
+    let scale_set_vm = lower(&arm_stub::scale_set_vm_id());
+    let table = [
+        (serde_json::json!({}), vec![vm.clone(), scale_set_vm.clone()], 1),
+        (
+            serde_json::json!({"scale-sets": ["another"]}),
+            vec![vm.clone()],
+            1,
+        ),
+        (
+            serde_json::json!({"scale-sets": ["POOL"]}),
+            vec![vm.clone(), scale_set_vm.clone()],
+            1,
+        ),
+        (
+            serde_json::json!({"standalone-vms": false}),
+            vec![scale_set_vm.clone()],
+            1,
+        ),
+        (
+            serde_json::json!({"instance-tags": {"cluster": "test"}}),
+            vec![vm.clone(), scale_set_vm.clone()],
+            1,
+        ),
+        (
+            serde_json::json!({"instance-tags": {"cluster": "other"}}),
+            vec![],
+            1,
+        ),
+        (
+            serde_json::json!({"security-group-tags": {"cluster": "other"}}),
+            vec![vm.clone(), scale_set_vm.clone()],
+            0,
+        ),
+    ];
+    for (overrides, want_instances, want_groups) in table {
+        let (instances, groups) = instances_with(overrides.clone()).await;
+        assert_eq!(instances, want_instances, "{overrides}");
+        assert_eq!(groups, want_groups, "{overrides}: NSGs");
+    }
 }

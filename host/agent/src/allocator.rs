@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ipam_ciliumnode::CiliumNode;
 use ipam_pool::agent::allocator::{
-    collect_garbage, held_by, Allocation, Allocations, Choice, Holder, PoolIndex,
+    collect_garbage, held_by, Allocation, Allocations, Blocked, Choice, Holder, PoolIndex,
 };
 use ipam_pool::agent::placement::{placement, Placement};
 use ipam_pool::agent::restore::{restore, Restored};
@@ -35,8 +35,8 @@ pub struct Granted {
 
 #[derive(Debug, thiserror::Error)]
 pub enum AllocatorError {
-    #[error("no free address: the pool has {pool} and {used} are in use; the operator grows it")]
-    Exhausted { pool: usize, used: usize },
+    #[error("no free address: {0}; the operator grows the pool")]
+    Exhausted(Blocked),
     #[error("no address is allocated to {container_id}/{ifname}")]
     Unknown {
         container_id: String,
@@ -235,8 +235,8 @@ impl Allocator {
                 let resource = inner.allocations.get(&ip).and_then(|a| a.resource.clone());
                 (ip, resource)
             }
-            Choice::Exhausted { pool, used } => {
-                return Err(AllocatorError::Exhausted { pool, used })
+            Choice::Exhausted(blocked) => {
+                return Err(AllocatorError::Exhausted(blocked))
             }
             Choice::Fresh { ip, resource } => {
                 let allocation = Allocation {

@@ -224,22 +224,55 @@ async fn serve_connection(
 }
 
 /// Serve until the task is dropped, one task per connection.
-pub async fn serve(listener: UnixListener, allocator: Arc<Allocator>, metrics: Arc<AgentMetrics>) {
+pub async fn serve(
+    listener: UnixListener,
+    allocator: Arc<Allocator>,
+    metrics: Arc<AgentMetrics>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let mut in_flight = tokio::task::JoinSet::new();
+    tokio::pin!(stop);
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                tracing::warn!(%error, "accepting on the CNI socket");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
+        let stream = tokio::select! {
+            () = &mut stop => break,
+            // Reap finished connections so the set holds only live ones.
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!(%error, "accepting on the CNI socket");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
         };
         let allocator = allocator.clone();
         let metrics = metrics.clone();
-        tokio::spawn(async move {
+        in_flight.spawn(async move {
             if let Err(error) = serve_connection(stream, &allocator, &metrics).await {
                 tracing::debug!(%error, "CNI connection ended early");
             }
         });
+    }
+    drop(listener);
+    drain(in_flight).await;
+}
+
+/// How long a stopping agent waits for the requests it already accepted.
+/// A runtime's own CNI timeout is longer; an ADD or DEL takes milliseconds.
+pub const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Let every accepted request be answered (an ADD the agent saved but
+/// never answered would leave the runtime retrying against a stopped
+/// agent), up to [`DRAIN_LIMIT`].
+async fn drain(mut in_flight: tokio::task::JoinSet<()>) {
+    let pending = in_flight.len();
+    if pending > 0 {
+        tracing::info!(pending, "answering the CNI requests in flight before stopping");
+    }
+    let all = async { while in_flight.join_next().await.is_some() {} };
+    if tokio::time::timeout(DRAIN_LIMIT, all).await.is_err() {
+        tracing::warn!(left = in_flight.len(), "CNI requests still in flight at the drain limit: cut");
+        in_flight.abort_all();
     }
 }

@@ -169,16 +169,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         let _entered = cni.handle().enter();
         cni_server::bind(&cli.socket)?
     };
-    let serving = cni
-        .handle()
-        .spawn(cni_server::serve(socket, allocator, metrics));
+    let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = cni.handle().spawn(cni_server::serve(
+        socket,
+        allocator,
+        metrics,
+        async move {
+            let _ = serving_stopped.await;
+        },
+    ));
     ready_tx.send_replace(true);
     tracing::info!(socket = %cli.socket.display(), "serving the CNI plugin");
 
     shutdown_signal().await?;
-    serving.abort();
-    // A plugin asking now gets "try again later" instead of a stale socket.
+    // A plugin asking now gets "try again later" instead of a stale socket;
+    // the requests already accepted are answered before the agent stops.
     let _ = std::fs::remove_file(&cli.socket);
+    let _ = stop_serving.send(());
+    if let Err(error) = serving.await {
+        tracing::warn!(%error, "the CNI server ended badly");
+    }
     tracing::info!("stopped");
     Ok(())
 }

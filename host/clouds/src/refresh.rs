@@ -94,6 +94,46 @@ pub fn wall_clock_unix() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn token(value: &str, expires_at: u64) -> Credentials {
+        Credentials {
+            values: [("access-token".to_string(), value.to_string())].into(),
+            expires_at: Some(expires_at),
+        }
+    }
+
+    fn held(source: &RefreshingSource) -> String {
+        source.current().expect("credentials").values["access-token"].clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_refresh_keeps_the_held_credentials_and_is_retried() {
+        let calls = Arc::new(AtomicU32::new(0));
+        let counted = calls.clone();
+        let source = RefreshingSource::start("test", move || {
+            let call = counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                match call {
+                    // Due for a refresh at once (inside REFRESH_AHEAD).
+                    0 => Ok(token("one", wall_clock_unix() + 60)),
+                    1 => Err("the token endpoint answered 500"),
+                    _ => Ok(token("two", wall_clock_unix() + 3_600)),
+                }
+            }
+        })
+        .await
+        .expect("the first fetch");
+        while calls.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(held(&source), "one", "kept after the failed refresh");
+        tokio::time::sleep(RETRY_AFTER_FAILURE / 2).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "no retry before its time");
+        tokio::time::sleep(RETRY_AFTER_FAILURE).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "retried");
+        assert_eq!(held(&source), "two");
+    }
 
     #[test]
     fn the_wait_ends_five_minutes_before_expiry() {

@@ -297,7 +297,7 @@ async fn entra_id_behind_a_private_ca_is_reached_only_with_that_ca_trusted() {
 
 /// IMDS's identity endpoint for a VM whose one identity is `known_client`
 /// (`None`: system-assigned): token `n` lives `lifetimes[n]` seconds; past
-/// the list, IMDS answers 500.
+/// the list, IMDS answers 500 (busy).
 fn imds(known_client: Option<&'static str>, lifetimes: Vec<u64>) -> Arc<Handler> {
     let count = AtomicUsize::new(0);
     Arc::new(move |request: &StubRequest| {
@@ -355,7 +355,8 @@ fn imds(known_client: Option<&'static str>, lifetimes: Vec<u64>) -> Arc<Handler>
 #[tokio::test]
 async fn managed_identity_comes_from_imds_and_is_refreshed_before_expiry() {
     // Token 0 expires within the refresh margin, so token 1 is fetched at
-    // once; then IMDS fails, and token 1 (still valid) is kept.
+    // once; token 1 lives an hour, so no third request comes in this test
+    // (a failed refresh keeping what is held is refresh.rs's own test).
     let imds = support::serve(imds(Some(CLIENT), vec![300, 3600])).await;
     let source = credentials::start(config(&[
         ("AZURE_CLIENT_ID", CLIENT),

@@ -151,10 +151,19 @@ fn attached_to_a_veth_it_passes_the_pods_own_traffic_and_drops_spoofed() {
         }
     })
     .expect("entering the pod namespace");
-    let after = first
-        .counters(ifindex)
-        .expect("reading counters")
-        .expect("counters of the pod's interface");
+    // A frame sent on a veth is handled by the peer's tc program in the
+    // receive path, which may run after the send returns: polled.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let after = loop {
+        let counters = first
+            .counters(ifindex)
+            .expect("reading counters")
+            .expect("counters of the pod's interface");
+        if counters.dropped(DropReason::Malformed) >= 2 || std::time::Instant::now() > deadline {
+            break counters;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     assert_eq!(after.dropped(DropReason::Malformed), 2, "{after:?}");
     drop(first);
 

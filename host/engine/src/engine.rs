@@ -294,8 +294,9 @@ impl Loop<'_> {
             Work::Gc => {
                 let gc = self.engine.gc.clone();
                 self.tasks.spawn(async move {
+                    let attached = maintainer.cache().attached_interfaces();
                     Outcome::Gc(
-                        gc.round(maintainer.parts().cloud.as_ref(), unix_now())
+                        gc.round(maintainer.parts().cloud.as_ref(), unix_now(), &attached)
                             .await,
                     )
                 })
@@ -438,8 +439,10 @@ impl Loop<'_> {
         );
         tracing::warn!(node = %name, %error, ?backoff, "node maintenance failed");
         self.schedule.done(name, 0);
+        // Held, not merely revisited: the node's own publish and every watch
+        // event would otherwise queue it again at once.
         self.schedule
-            .revisit(name, Instant::now().into_std() + backoff);
+            .back_off(name, Instant::now().into_std() + backoff);
         self.engine.state.send_modify(|s| s.failed_passes += 1);
     }
 

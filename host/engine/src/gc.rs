@@ -1,7 +1,10 @@
 //! Leaked-interface GC: interfaces this cluster's operator created (by the
 //! cluster tag) that are detached and older than a grace period are deleted,
 //! but only when two rounds in a row see them so, since a create in flight
-//! (created, not yet attached) looks the same for a moment.
+//! (created, not yet attached) looks the same for a moment. The provider's
+//! listing is not trusted to have filtered: an item without this cluster's
+//! tag, or that the engine's cache holds attached to an instance, is never
+//! deleted, whatever the listing says of it.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -40,19 +43,34 @@ impl LeakCollector {
             .is_none_or(|created| now.saturating_sub(created) >= self.grace_seconds)
     }
 
-    /// One round at `now` (unix seconds). Needs the delete-interface capability.
-    pub async fn round(&self, cloud: &dyn CloudApi, now: u64) -> Result<GcRound, CloudError> {
+    /// One round at `now` (unix seconds), sparing every interface in
+    /// `attached` (those the engine's cache holds on an instance). Needs the
+    /// delete-interface capability.
+    pub async fn round(
+        &self,
+        cloud: &dyn CloudApi,
+        now: u64,
+        attached: &BTreeSet<String>,
+    ) -> Result<GcRound, CloudError> {
         if !cloud.info().capabilities.delete_interface {
             return Ok(GcRound::default());
         }
         let ours = [cluster_tag(&self.cluster_name)];
-        let leaked: BTreeSet<String> = cloud
-            .get_detached_interfaces(&ours)
-            .await?
-            .into_iter()
-            .filter(|i| i.instance_id.is_none() && self.old_enough(i, now))
-            .map(|i| i.id)
-            .collect();
+        let mut leaked = BTreeSet::new();
+        for interface in cloud.get_detached_interfaces(&ours).await? {
+            let spared = if !interface.tags.contains(&ours[0]) {
+                Some("it does not carry this cluster's tag")
+            } else if interface.instance_id.is_some() || attached.contains(&interface.id) {
+                Some("it is attached to an instance")
+            } else {
+                None
+            };
+            if let Some(why) = spared {
+                tracing::warn!(interface = %interface.id, why, "the provider listed an interface as detached and ours that is not: spared");
+            } else if self.old_enough(&interface, now) {
+                leaked.insert(interface.id);
+            }
+        }
         let previous =
             std::mem::take(&mut *self.suspects.lock().unwrap_or_else(|p| p.into_inner()));
         let mut round = GcRound::default();

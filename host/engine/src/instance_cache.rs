@@ -181,6 +181,17 @@ impl InstanceCache {
             .cloned()
     }
 
+    /// The ids of every interface the cache holds attached to an instance.
+    pub fn attached_interfaces(&self) -> std::collections::BTreeSet<String> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .instances
+            .values()
+            .flat_map(|instance| instance.interfaces.iter().map(|i| i.id.clone()))
+            .collect()
+    }
+
     pub fn instance(&self, id: &str) -> Option<Instance> {
         self.snapshot
             .read()

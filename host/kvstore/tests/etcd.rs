@@ -126,10 +126,17 @@ async fn locks_queue_in_create_order_on_the_lock_lease() {
         let second = second.clone();
         async move { second.lock(path).await.unwrap() }
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!waiter.is_finished(), "the second waits behind the holder");
-    let keys = first.list_prefix(&format!("{path}/")).await.unwrap();
+    // The waiter is queued once its own key is under the lock's prefix.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let keys = loop {
+        let keys = first.list_prefix(&format!("{path}/")).await.unwrap();
+        if keys.len() == 2 || tokio::time::Instant::now() > deadline {
+            break keys;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(keys.len(), 2, "the waiter's key is there: {keys:?}");
+    assert!(!waiter.is_finished(), "the second waits behind the holder");
 
     first
         .put("cilium/state/identities/v1/id/300", b"k8s:a=b;".to_vec())
@@ -193,7 +200,15 @@ async fn a_free_lock_comes_with_its_listing_and_goes_with_the_delete_one_request
         let (store, path, prefix) = (store.clone(), path.clone(), prefix.clone());
         async move { store.lock_and_list_keys(&path, &prefix).await.unwrap() }
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Queued once its own key is under the lock's prefix, beside the agent's.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while agent.list(&format!("{path}/")).await.unwrap().keys.len() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the store's lock key never appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(!waiter.is_finished(), "waits behind the agent");
     agent
         .put(&format!("{prefix}10.0.0.2"), b"300".to_vec(), 0)
@@ -428,17 +443,17 @@ async fn tls_with_a_client_certificate_and_nothing_less() {
     assert!(store.get("cilium/tls-check").await.unwrap().is_some());
 
     let mut no_certificate = etcd.config();
-    if let Some(tls) = no_certificate.tls.as_mut() {
-        tls.client = None;
-    }
+    let tls = no_certificate.tls.as_mut().expect("a TLS etcd's config has TLS");
+    assert!(tls.client.is_some(), "the config has a client certificate");
+    tls.client = None;
     assert!(
         EtcdStore::connect(&no_certificate).await.is_err(),
         "etcd asks for a client certificate"
     );
     let mut no_ca = etcd.config();
-    if let Some(tls) = no_ca.tls.as_mut() {
-        tls.ca = None;
-    }
+    let tls = no_ca.tls.as_mut().expect("a TLS etcd's config has TLS");
+    assert!(tls.ca.is_some(), "the config has the test's CA");
+    tls.ca = None;
     assert!(
         EtcdStore::connect(&no_ca).await.is_err(),
         "a server certificate of an unknown CA is refused"
@@ -466,15 +481,40 @@ async fn username_and_password() {
     config.password = Some("wrong".into());
     let refused = EtcdStore::connect(&config).await;
     assert!(refused.is_err(), "a wrong password is refused");
-    // etcd grants leases to anyone; keys need the user.
-    if let Ok(anonymous) = EtcdStore::connect(&etcd.config()).await {
-        let error = anonymous
-            .put("cilium/auth-check", b"no".to_vec())
-            .await
-            .expect_err("no credentials, no write");
-        assert!(
-            error.to_string().contains("put cilium/auth-check"),
-            "{error}"
-        );
+    // etcd grants leases to anyone, so a connection without credentials
+    // opens (its session lease); keys need the user.
+    let anonymous = EtcdStore::connect(&etcd.config())
+        .await
+        .expect("a connection without credentials opens");
+    let error = anonymous
+        .put("cilium/auth-check", b"no".to_vec())
+        .await
+        .expect_err("no credentials, no write");
+    assert!(
+        error.to_string().contains("put cilium/auth-check"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_longer_than_a_page_comes_whole_and_in_order() {
+    let etcd = EtcdServer::start().await;
+    let client = etcd.client().await;
+    let prefix = "cilium/state/paged/v1/";
+    // More than two pages of 2,000, written eight at a time.
+    let count = 4_100;
+    let keys: Vec<String> = (0..count).map(|n| format!("{prefix}{n:05}")).collect();
+    for chunk in keys.chunks(8) {
+        let writes = chunk.iter().map(|key| client.put(key, b"v".to_vec(), 0));
+        for written in futures::future::join_all(writes).await {
+            written.unwrap();
+        }
     }
+    let listing = client.list(prefix).await.unwrap();
+    let listed: Vec<&str> = listing.keys.iter().map(|kv| kv.key.as_str()).collect();
+    assert_eq!(listed.len(), count, "every key, once");
+    assert!(listed.iter().zip(&keys).all(|(a, b)| a == b), "in key order");
+    // The revision is the first page's, which every later page was read at.
+    let newest = listing.keys.iter().map(|kv| kv.mod_revision).max().unwrap();
+    assert!(listing.revision >= newest, "{} < {newest}", listing.revision);
 }

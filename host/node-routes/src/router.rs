@@ -12,7 +12,9 @@ use rustix::io::Errno;
 
 use crate::plan::{plan_install, plan_reconcile, plan_remove, pod_rules, Plan};
 use crate::rule_message::pod_rule_message;
-use crate::{Direction, Mac, ObservedRule, PodRoute, RouterError, TableRoutes, TABLE_OFFSET};
+use crate::{
+    Direction, Mac, ObservedRule, PodRoute, PodRule, RouterError, TableRoutes, TABLE_OFFSET,
+};
 
 /// A pod's from-rule found on the host: which address uses which table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -105,6 +107,12 @@ impl Router {
                 table: rule.table,
             })
             .collect())
+    }
+
+    /// Every pod rule on the host, both directions, as the kernel lists them
+    /// (a duplicated rule is listed twice).
+    pub async fn pod_rule_list(&self) -> Result<Vec<PodRule>, RouterError> {
+        Ok(pod_rules(&self.list_rules().await?))
     }
 
     /// Makes the host's pod rules exactly `wanted`: installs what is missing,

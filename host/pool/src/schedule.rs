@@ -1,9 +1,11 @@
 //! Which node the engine works on next, as plain data: nodes in deficit
 //! first, the largest deficit first (ties by name, so runs repeat); a node is
 //! never worked on twice at once (a change while it runs queues it again);
-//! nodes can be put off until a time (release delay, a blocked node, a
-//! failure's backoff). Time is a parameter: the engine passes its clock's
-//! instants (tokio's, paused in simulations).
+//! nodes can be put off until a time (release delay, a blocked node); a node
+//! whose pass failed is held until its backoff ends, whatever marks it
+//! meanwhile (a watch event, its own publish), and queued then. Time is a
+//! parameter: the engine passes its clock's instants (tokio's, paused in
+//! simulations).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -21,6 +23,9 @@ pub struct Schedule {
     again: HashSet<String>,
     timers: BTreeSet<(Instant, String)>,
     timer_of: HashMap<String, Instant>,
+    /// Backing off after a failure: not queued before this instant.
+    holds: BTreeSet<(Instant, String)>,
+    hold_of: HashMap<String, Instant>,
 }
 
 impl Schedule {
@@ -28,15 +33,31 @@ impl Schedule {
         Self::default()
     }
 
-    /// The node changed (or must be looked at): queue it with its deficit.
+    /// The node changed (or must be looked at): queue it with its deficit,
+    /// once its backoff (if any) is over.
     pub fn mark(&mut self, name: &str, deficit: u32) {
         if let Some(old) = self.deficit.insert(name.to_string(), deficit) {
             self.queue.remove(&(Reverse(old), name.to_string()));
         }
-        if self.running.contains(name) {
+        if self.hold_of.contains_key(name) {
+            // Queued when the hold ends, with the deficit it has then.
+        } else if self.running.contains(name) {
             self.again.insert(name.to_string());
         } else {
             self.queue.insert((Reverse(deficit), name.to_string()));
+        }
+    }
+
+    /// A pass of the node failed: hold it until `until` (a later hold
+    /// replaces an earlier one), then queue it.
+    pub fn back_off(&mut self, name: &str, until: Instant) {
+        if let Some(old) = self.hold_of.insert(name.to_string(), until) {
+            self.holds.remove(&(old, name.to_string()));
+        }
+        self.holds.insert((until, name.to_string()));
+        self.again.remove(name);
+        if let Some(&deficit) = self.deficit.get(name) {
+            self.queue.remove(&(Reverse(deficit), name.to_string()));
         }
     }
 
@@ -54,6 +75,15 @@ impl Schedule {
 
     /// Queue every node whose time has come.
     pub fn due(&mut self, now: Instant) {
+        while let Some((until, name)) = self.holds.first().cloned() {
+            if until > now {
+                break;
+            }
+            self.holds.pop_first();
+            self.hold_of.remove(&name);
+            let deficit = self.deficit.get(&name).copied().unwrap_or(0);
+            self.mark(&name, deficit);
+        }
         while let Some((at, name)) = self.timers.first().cloned() {
             if at > now {
                 break;
@@ -65,9 +95,11 @@ impl Schedule {
         }
     }
 
-    /// When the next put-off node is due.
+    /// When the next put-off or held node is due.
     pub fn next_timer(&self) -> Option<Instant> {
-        self.timers.first().map(|(at, _)| *at)
+        let timer = self.timers.first().map(|(at, _)| *at);
+        let hold = self.holds.first().map(|(until, _)| *until);
+        timer.into_iter().chain(hold).min()
     }
 
     /// The next node to work on, now counted as running.
@@ -94,6 +126,9 @@ impl Schedule {
         }
         if let Some(at) = self.timer_of.remove(name) {
             self.timers.remove(&(at, name.to_string()));
+        }
+        if let Some(until) = self.hold_of.remove(name) {
+            self.holds.remove(&(until, name.to_string()));
         }
         self.again.remove(name);
     }
@@ -160,6 +195,43 @@ mod tests {
         assert_eq!(s.running(), 2);
         s.done("a", 0);
         assert_eq!(s.running(), 1);
+    }
+
+    #[test]
+    fn a_backed_off_node_waits_out_its_hold_whatever_marks_it() {
+        let mut s = Schedule::new();
+        let t0 = Instant::now();
+        let until = t0 + Duration::from_secs(4);
+        s.mark("a", 5);
+        assert_eq!(s.start_next().as_deref(), Some("a"));
+        // Its own publish is seen while the failing pass runs.
+        s.mark("a", 5);
+        s.done("a", 5);
+        s.back_off("a", until);
+        assert_eq!(s.start_next(), None, "not again at once");
+        // A watch event, a release recheck due early: still held.
+        s.mark("a", 7);
+        s.revisit("a", t0 + Duration::from_secs(1));
+        s.due(t0 + Duration::from_secs(1));
+        assert_eq!(s.start_next(), None, "held until its backoff ends");
+        assert_eq!(s.next_timer(), Some(until));
+        s.due(until);
+        assert_eq!(s.start_next().as_deref(), Some("a"), "queued when it ends");
+        s.done("a", 0);
+        s.mark("a", 1);
+        assert_eq!(s.start_next().as_deref(), Some("a"), "a success clears it");
+    }
+
+    #[test]
+    fn a_forgotten_node_loses_its_hold() {
+        let mut s = Schedule::new();
+        let t0 = Instant::now();
+        s.mark("a", 1);
+        s.back_off("a", t0 + Duration::from_secs(2));
+        s.forget("a");
+        s.due(t0 + Duration::from_secs(3));
+        assert_eq!(s.start_next(), None);
+        assert_eq!(s.next_timer(), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use ipam_netns::NetNs;
 use serde_json::json;
 
 use crate::node_ns::{assert_ok, json_out, NodeNs, POD_GATEWAY};
-use crate::support::kill;
+use crate::support::{kill, until_node};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pod_gets_an_address_through_ptp_reaches_the_host_and_gives_it_back() {
@@ -141,6 +141,24 @@ async fn gc_frees_what_is_not_in_the_valid_attachments() {
         ["10.0.1.10".parse().unwrap()].into(),
         "pod-1's address freed"
     );
+    // Freed in the saved allocations and in status.ipam.used too.
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(node.setup.state_file()).expect("the state file"),
+    )
+    .expect("the state file is JSON");
+    let containers: Vec<&str> = saved["allocations"]
+        .as_array()
+        .expect("allocations")
+        .iter()
+        .filter_map(|a| a["container-id"].as_str())
+        .collect();
+    assert_eq!(containers, ["pod-0"], "{saved}");
+    until_node(&node.server, "status.ipam.used without pod-1's address", |n| {
+        n["status"]["ipam"]["used"]
+            .as_object()
+            .is_some_and(|used| used.keys().eq(["10.0.1.10"].iter()))
+    })
+    .await;
     let status = node.cni(
         "ipam-cni",
         "STATUS",

@@ -373,7 +373,7 @@ async fn a_restarted_agent_drops_not_one_packet_of_a_running_stream() {
             sent += 1;
             std::thread::sleep(Duration::from_micros(500));
         }
-        sent
+        (sent, Instant::now())
     });
     let receiving = std::thread::spawn(move || {
         let mut received = std::collections::BTreeSet::new();
@@ -394,8 +394,13 @@ async fn a_restarted_agent_drops_not_one_packet_of_a_running_stream() {
     std::thread::sleep(Duration::from_millis(300));
     let mut agent = node.setup.start(Some(&node.ns));
     node.setup.wait_ready(Some(&node.ns), &mut agent);
+    let ready_at = Instant::now();
 
-    let sent = sending.join().expect("the sending thread");
+    let (sent, stream_ended) = sending.join().expect("the sending thread");
+    assert!(
+        ready_at < stream_ended,
+        "the restarted agent was ready only after the stream ended: nothing was tested across it"
+    );
     let received = receiving.join().expect("the receiving thread");
     let missing: Vec<u64> = (0..sent).filter(|n| !received.contains(n)).collect();
     let page = node.setup.metrics(Some(&node.ns));

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 use ipam_fake_apiserver::{FakeApiServer, CILIUMNODES};
 use ipam_netns::{NetLinks, NetNs};
-use ipam_node_routes::Router;
+use ipam_node_routes::{Direction, PodRule, Router, MAIN_TABLE, TABLE_OFFSET};
 use serde_json::{json, Value};
 
 use crate::support::{cilium_node, node_object, plugin_binary, pool, AgentSetup, ENI_MAC, NODES};
@@ -144,22 +144,43 @@ impl NodeNs {
             .expect("netns")
     }
 
-    /// The pod-address rules installed in the node.
+    /// The pod addresses routed in the node, each checked to have exactly
+    /// its two rules: one `to` rule (priority 20) in the main table, one
+    /// `from` rule (priority 111) in a secondary interface's table. A missing,
+    /// duplicated or misplaced rule fails the test, naming the rules.
     pub async fn routed(&self) -> BTreeSet<Ipv4Addr> {
-        self.ns
+        let rules = self
+            .ns
             .run_future(|| async {
                 let router = Router::connect().expect("netlink");
-                router
-                    .installed()
-                    .await
-                    .expect("the rules")
-                    .into_iter()
-                    .map(|rule| rule.address)
-                    .collect()
+                router.pod_rule_list().await.expect("the rules")
             })
             .await
-            .expect("netns")
+            .expect("netns");
+        routed_addresses(&rules)
     }
+}
+
+/// The addresses of `rules`, each of which must have exactly one `to` rule
+/// in the main table and one `from` rule in a secondary interface's table.
+pub fn routed_addresses(rules: &[PodRule]) -> BTreeSet<Ipv4Addr> {
+    let addresses: BTreeSet<Ipv4Addr> = rules.iter().map(|r| r.address).collect();
+    for address in &addresses {
+        let of = |direction: Direction| -> Vec<u32> {
+            rules
+                .iter()
+                .filter(|r| r.address == *address && r.direction == direction)
+                .map(|r| r.table)
+                .collect()
+        };
+        let (to, from) = (of(Direction::ToPod), of(Direction::FromPod));
+        assert_eq!(to, [MAIN_TABLE], "{address}: its to-rules: {rules:?}");
+        assert!(
+            from.len() == 1 && from[0] > TABLE_OFFSET,
+            "{address}: its from-rules are not one in a secondary interface's table: {rules:?}"
+        );
+    }
+    addresses
 }
 
 /// The output's stdout as JSON, with stderr in the panic if it is not.
@@ -182,4 +203,21 @@ pub fn assert_ok(output: &Output, what: &str) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[test]
+fn a_missing_duplicated_or_misplaced_rule_is_caught() {
+    let address: Ipv4Addr = "10.0.1.10".parse().unwrap();
+    let whole = [PodRule::to_pod(address), PodRule::from_pod(address, 11)];
+    assert_eq!(routed_addresses(&whole), [address].into());
+    let broken: [&[PodRule]; 4] = [
+        &[PodRule::from_pod(address, 11)],
+        &[whole[0], whole[1], whole[1]],
+        &[whole[0], PodRule::from_pod(address, MAIN_TABLE)],
+        &[whole[0], whole[0], whole[1]],
+    ];
+    for rules in broken {
+        let caught = std::panic::catch_unwind(|| routed_addresses(rules));
+        assert!(caught.is_err(), "not caught: {rules:?}");
+    }
 }

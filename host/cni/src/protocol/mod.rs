@@ -12,7 +12,7 @@
 //!
 //! ```json
 //! {"op":"add","attachment":{"container_id":"c1","ifname":"eth0"},"netns":"/run/netns/c1","pod":{"namespace":"default","name":"web-0"}}
-//! {"outcome":"allocated","address":"10.0.1.5/32","gateway":"169.254.1.1","routes":[{"dst":"0.0.0.0/0","gw":"169.254.1.1"}]}
+//! {"outcome":"allocated","address":"10.0.1.5/24","gateway":"10.0.1.1","routes":[{"dst":"0.0.0.0/0"}]}
 //! {"outcome":"failed","code":11,"msg":"pool empty","details":"waiting for the operator"}
 //! ```
 //!

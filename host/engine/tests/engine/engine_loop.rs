@@ -1,5 +1,6 @@
 //! The loop's own duties, each staged on the paused clock: a failing node
-//! backs off, doubling up to the cap, and a panicking one is retried while
+//! backs off, doubling up to the cap, whatever watch events it gets meanwhile,
+//! and a panicking one is retried while
 //! the others carry on; at most `max_concurrent_nodes` passes run at once,
 //! the largest deficit first; a blocked node waits for its retry and a node
 //! whose steps ran out goes again at once; resync and GC never overlap
@@ -82,6 +83,59 @@ async fn a_failing_node_backs_off_doubling_up_to_the_cap() {
     })
     .await;
     assert_eq!(fake.calls(Operation::AssignIps), 6);
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_nodes_backoff_holds_against_its_watch_events() {
+    let fake = Arc::new(FakeCloud::standard(1));
+    let store = store_with(&[("n0", "i-0000", 2)]);
+    fake.fail_next(Operation::AssignIps, 4, transient());
+    let config = LoopSettings {
+        failure_backoff: Duration::from_secs(1),
+        failure_backoff_cap: Duration::from_secs(60),
+        ..LoopSettings::default()
+    };
+    let running = run(fake.clone(), &store, config);
+    // Its agent writes the node every 100 ms, each write a watch event.
+    let agent = tokio::spawn({
+        let store = store.clone();
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let _ = store.agent_update("n0", |n| n.spec.ipam.max_above_watermark = Some(0));
+            }
+        }
+    });
+    let mut state = running.watch();
+    let mut failed_at = Vec::new();
+    while failed_at.len() < 4 {
+        let seen = state.borrow_and_update().failed_passes;
+        if seen > failed_at.len() as u64 {
+            assert_eq!(seen, failed_at.len() as u64 + 1, "one failure at a time");
+            failed_at.push(Instant::now());
+        }
+        tokio::time::timeout(Duration::from_secs(30), state.changed())
+            .await
+            .expect("the next failure comes within 30 s")
+            .unwrap();
+    }
+    let waits: Vec<u64> = failed_at
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis() as u64)
+        .collect();
+    for (wait, expected) in waits.iter().zip([1_000, 2_000, 4_000]) {
+        assert!(
+            (expected..expected + 150).contains(wait),
+            "waits {waits:?} ms: 1 s doubling, whatever the watch events"
+        );
+    }
+    until(&store, Duration::from_secs(30), |nodes| {
+        nodes[0].spec.ipam.pool.len() >= 2
+    })
+    .await;
+    assert_eq!(fake.calls(Operation::AssignIps), 5, "four failures, one success");
+    agent.abort();
     running.stop().await;
 }
 

@@ -174,7 +174,7 @@ async fn the_collector_spares_young_and_foreign_interfaces() {
     let patient = LeakCollector::new(CLUSTER, 3600);
     assert_eq!(
         patient
-            .round(fake.as_ref(), unix_now())
+            .round(fake.as_ref(), unix_now(), &Default::default())
             .await
             .unwrap()
             .suspected
@@ -184,16 +184,72 @@ async fn the_collector_spares_young_and_foreign_interfaces() {
     );
     let collector = LeakCollector::new(CLUSTER, 60);
     let later = unix_now() + 120;
-    let first = collector.round(fake.as_ref(), later).await.unwrap();
+    let first = collector.round(fake.as_ref(), later, &Default::default()).await.unwrap();
     assert_eq!(
         (first.suspected.len(), first.deleted.len()),
         (1, 0),
         "first sighting: suspected"
     );
-    let second = collector.round(fake.as_ref(), later + 60).await.unwrap();
+    let second = collector.round(fake.as_ref(), later + 60, &Default::default()).await.unwrap();
     assert_eq!(second.deleted, first.suspected, "second sighting: deleted");
     let left = fake.detached();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].tags[0].value, "other", "not ours: kept");
     assert_eq!(fake.instance("i-0000").unwrap().interfaces.len(), 2);
+}
+
+/// A provider whose detached listing lies: it lists one of ours that is
+/// attached (and that the cache holds attached) with no instance, and one
+/// that is not ours with nothing to say so. The collector deletes neither.
+#[tokio::test(start_paused = true)]
+async fn a_lying_detached_listing_never_gets_an_attached_or_foreign_interface_deleted() {
+    use crate::steered::SteeredCloud;
+
+    let fake = Arc::new(FakeCloud::standard(1));
+    let cloud = Arc::new(SteeredCloud::new(fake.clone(), Duration::ZERO));
+    let store = Arc::new(MemoryNodeStore::new());
+    store
+        .upsert(pod_interfaces_node("n1", "i-0000", 3))
+        .unwrap();
+    let maintainer = maintainer(cloud.clone(), store, settings(), Arc::new(Metrics::new()));
+    maintainer.allocate("n1", 0).await.unwrap();
+    let ours = fake
+        .instance("i-0000")
+        .unwrap()
+        .interfaces
+        .into_iter()
+        .find(|i| i.index == 1)
+        .expect("an interface of ours, attached");
+    assert!(ours.tags.contains(&cluster_tag(CLUSTER)));
+    let mut attached_lie = ours.clone();
+    attached_lie.instance_id = None;
+    let mut foreign_lie = ours.clone();
+    foreign_lie.id = "eni-not-ours".into();
+    foreign_lie.instance_id = None;
+    foreign_lie.tags.retain(|t| t.key != ipam_pool::tags::CLUSTER_TAG);
+    cloud.lie_in_detached_listings(vec![attached_lie, foreign_lie]);
+    let parts = maintainer.parts();
+    parts.cache.resync_all(parts.cloud.as_ref()).await.unwrap();
+
+    let collector = LeakCollector::new(CLUSTER, 0);
+    let attached = parts.cache.attached_interfaces();
+    assert!(attached.contains(&ours.id));
+    let later = unix_now() + 3_600;
+    for round in 0..3 {
+        let done = collector
+            .round(cloud.as_ref(), later + round, &attached)
+            .await
+            .unwrap();
+        assert!(
+            done.suspected.is_empty() && done.deleted.is_empty(),
+            "round {round}: {done:?}"
+        );
+    }
+    assert_eq!(fake.calls(Operation::DeleteInterface), 0);
+    assert!(fake
+        .instance("i-0000")
+        .unwrap()
+        .interfaces
+        .iter()
+        .any(|i| i.id == ours.id));
 }

@@ -1,7 +1,8 @@
 //! [`SteeredCloud`]: the fake cloud with what a test stages around its
 //! calls: a latency on every call (on the paused clock), a count of calls in
-//! flight at once, panics inside chosen calls, and an instance listing taken
-//! at once but handed back only when the test says so.
+//! flight at once, panics inside chosen calls, an instance listing taken
+//! at once but handed back only when the test says so, and lies added to
+//! the detached-interface listing.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -26,6 +27,8 @@ pub struct SteeredCloud {
     max_in_flight: AtomicUsize,
     panics: Mutex<HashMap<Operation, u32>>,
     held_listing: Mutex<Option<Hold>>,
+    /// Listed as detached besides what the fake lists, whatever they are.
+    detached_lies: Mutex<Vec<NetworkInterface>>,
 }
 
 /// One call in flight, counted until dropped (a panicking call included).
@@ -47,7 +50,13 @@ impl SteeredCloud {
             max_in_flight: AtomicUsize::new(0),
             panics: Mutex::new(HashMap::new()),
             held_listing: Mutex::new(None),
+            detached_lies: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Every detached-interface listing from now on also lists `lies`.
+    pub fn lie_in_detached_listings(&self, lies: Vec<NetworkInterface>) {
+        *self.detached_lies.lock().unwrap() = lies;
     }
 
     /// The next `times` calls of `operation` panic before reaching the fake.
@@ -127,11 +136,14 @@ impl CloudApi for SteeredCloud {
         &self,
         tags: &[Tag],
     ) -> Result<Vec<NetworkInterface>, CloudError> {
-        self.call(
-            Operation::GetDetachedInterfaces,
-            self.fake.get_detached_interfaces(tags),
-        )
-        .await
+        let mut listed = self
+            .call(
+                Operation::GetDetachedInterfaces,
+                self.fake.get_detached_interfaces(tags),
+            )
+            .await?;
+        listed.extend(self.detached_lies.lock().unwrap().iter().cloned());
+        Ok(listed)
     }
     async fn get_instance_limits(&self, instance_type: &str) -> Result<InstanceLimits, CloudError> {
         self.call(

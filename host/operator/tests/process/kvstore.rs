@@ -182,3 +182,71 @@ async fn the_kvstore_duties_run_only_while_leading_in_cilium_s_layout() {
     );
     assert!(logs.contains("kvstore: connected to etcd"), "{logs}");
 }
+
+/// `ipam-operator run` with `etcd` flags, until it exits (it must, within
+/// 60 s); its status and log.
+async fn refused_start(etcd: &[String]) -> (std::process::ExitStatus, String) {
+    let server = FakeApiServer::default();
+    let api = server.serve_http().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    write_kubeconfig(&kubeconfig, api);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipam-operator"))
+        .args(["run", "--provider", "mock", "--leader-elect=false"])
+        .args(etcd)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .env("IPAM_CACHE_DIR", dir.path().join("cache"))
+        .env("IPAM_COMPONENTS_DIR", ipam_tests::components_dir())
+        .env("IPAM_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the operator starts");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let logs = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    for _ in 0..600 {
+        if let Ok(Some(status)) = child.try_wait() {
+            return (status, logs.join().unwrap_or_default());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    panic!(
+        "the operator still runs with {etcd:?}: {}",
+        logs.join().unwrap_or_default()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_etcd_address_or_password_stops_the_start() {
+    // Nothing listens there.
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let (status, logs) = refused_start(&["--etcd-endpoints".into(), closed.clone()]).await;
+    assert!(!status.success(), "{status}");
+    assert!(
+        logs.contains("connecting to etcd") && logs.contains(&closed),
+        "the error names the endpoint: {logs}"
+    );
+
+    let etcd = EtcdServer::start().await;
+    let mut admin = etcd.client().await.raw();
+    let _ = admin.role_add("root").await;
+    admin.user_add("root", "s3cret", None).await.unwrap();
+    admin.user_grant_role("root", "root").await.unwrap();
+    admin.auth_enable().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "wrong").unwrap();
+    let (status, logs) = refused_start(&[
+        "--etcd-endpoints".into(),
+        etcd.endpoint(),
+        "--etcd-username".into(),
+        "root".into(),
+        format!("--etcd-password-file={}", password.display()),
+    ])
+    .await;
+    assert!(!status.success(), "{status}");
+    assert!(logs.contains("connecting to etcd"), "{logs}");
+}

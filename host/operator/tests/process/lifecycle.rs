@@ -138,3 +138,64 @@ fn a_module_whose_digest_is_not_the_pinned_one_is_refused_before_anything_starts
         "{stderr}"
     );
 }
+
+/// The operator with `--cilium-endpoint-gc-interval-seconds=SECONDS` over a
+/// CiliumEndpoint whose pod is gone; whether it was deleted within 6 s, and
+/// the log.
+async fn endpoint_gc_with_interval(seconds: u64) -> (bool, String) {
+    use fake_apiserver::{in_namespace, CILIUMENDPOINTS};
+
+    let server = FakeApiServer::default();
+    let api = server.serve_http().await;
+    let endpoints = in_namespace(CILIUMENDPOINTS, "default");
+    server.put(
+        &endpoints,
+        json!({"apiVersion": "cilium.io/v2", "kind": "CiliumEndpoint",
+               "metadata": {"name": "pod-gone", "namespace": "default", "uid": "u-1",
+                            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+                                                 "name": "pod-gone", "uid": "p-1"}]},
+               "status": {"id": 1, "state": "ready"}}),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    write_kubeconfig(&kubeconfig, api);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ipam-operator"))
+        .args(["run", "--provider", "mock", "--leader-elect=false"])
+        .arg(format!("--cilium-endpoint-gc-interval-seconds={seconds}"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .env("IPAM_CACHE_DIR", dir.path().join("cache"))
+        .env("IPAM_COMPONENTS_DIR", ipam_tests::components_dir())
+        .env("IPAM_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the operator starts");
+    let stderr = drain(child.stderr.take().expect("piped stderr"));
+    let mut deleted = false;
+    for _ in 0..60 {
+        if server.get(&endpoints, "pod-gone").is_none() {
+            deleted = true;
+            break;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the operator exited: {status}: {}", stderr.join().unwrap_or_default());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = terminate(&mut child).await;
+    let logs = stderr.join().unwrap_or_default();
+    assert!(status.success(), "{status}: {logs}");
+    (deleted, logs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_gc_interval_flag_runs_the_gc_or_turns_it_off() {
+    // Deleted on the second round that sees it orphaned: 1 s apart.
+    let (deleted, logs) = endpoint_gc_with_interval(1).await;
+    assert!(deleted, "the orphan was collected: {logs}");
+    let (deleted, logs) = endpoint_gc_with_interval(0).await;
+    assert!(!deleted, "0 turns the GC off: {logs}");
+    assert!(logs.contains("CiliumEndpoint GC off"), "{logs}");
+}

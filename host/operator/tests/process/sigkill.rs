@@ -5,10 +5,14 @@
 //! and the fake API server over HTTP, with the test playing every node's
 //! cilium-agent. Twenty nodes join, their pods grow and later shrink, and the
 //! operator is killed and started again 30 times (`IPAM_SOAK_KILLS` for
-//! more). After the last start settles, the cloud and the CiliumNodes agree:
-//! every node settled (satisfied, nothing excess, no release in flight), no
-//! address in two pools or on two interfaces, none in a pool that its
-//! instance does not hold, no interface of ours left detached past the
+//! more). After the last start settles, the cloud and the CiliumNodes agree
+//! both ways: every node settled with every pod it wants holding an address
+//! (nothing excess, no release in flight); every pool entry is a secondary
+//! address of the interface its `resource` names, attached to the node's
+//! own instance, and every secondary address of every interface attached to
+//! a node's instance is in that node's pool; `status.eni.enis` lists exactly
+//! those interfaces with exactly those addresses; no address is in two
+//! pools; and no interface of ours is left detached past the
 //! leaked-interface GC's grace.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,6 +36,8 @@ const NODES: usize = 20;
 /// Kills in a default run; `IPAM_SOAK_KILLS` asks for another number.
 const DEFAULT_KILLS: usize = 30;
 const PRE_ALLOCATE: u32 = 4;
+/// The pods each node wants once the kills are over.
+const SETTLED_PODS: u32 = 5;
 /// Seconds: short, so the soak exercises releases and GC in minutes.
 const RELEASE_DELAY: u64 = 1;
 const GC_INTERVAL: u64 = 2;
@@ -204,7 +210,8 @@ struct CloudInterface {
     id: String,
     status: String,
     instance: Option<String>,
-    addresses: Vec<String>,
+    /// Its private addresses but the primary.
+    secondaries: Vec<String>,
     ours: bool,
 }
 
@@ -215,11 +222,73 @@ fn cloud_interfaces(moto: &Moto) -> Vec<CloudInterface> {
          \x20   for eni in page['NetworkInterfaces']:\n\
          \x20       out.append({'id': eni['NetworkInterfaceId'], 'status': eni['Status'],\n\
          \x20           'instance': eni.get('Attachment', {}).get('InstanceId'),\n\
-         \x20           'addresses': [a['PrivateIpAddress'] for a in eni['PrivateIpAddresses']],\n\
+         \x20           'secondaries': [a['PrivateIpAddress'] for a in eni['PrivateIpAddresses']\n\
+         \x20                           if not a.get('Primary')],\n\
          \x20           'ours': any(t['Key'] == 'ipam-operator/cluster' for t in eni.get('TagSet', []))})\n\
          print(json.dumps(out))\n",
     );
     serde_json::from_str(&printed).expect("boto3 printed the interfaces")
+}
+
+/// Every pod the agents want runs, and the node needs and holds nothing
+/// more.
+fn settled(node: &CiliumNode) -> bool {
+    node.status.ipam.used.len() == SETTLED_PODS as usize && agent::settled(node, 0)
+}
+
+/// Where the cloud and the node disagree: a pool entry that is not a
+/// secondary address of the interface its `resource` names on the node's
+/// instance, a secondary address of such an interface that is not in the
+/// pool with that resource, or a `status.eni.enis` that is not those
+/// interfaces with those addresses. Empty when they agree both ways.
+fn disagreements(node: &CiliumNode, interfaces: &[CloudInterface]) -> Vec<String> {
+    let mut found = Vec::new();
+    let on_instance: Vec<&CloudInterface> = interfaces
+        .iter()
+        .filter(|i| i.instance.as_deref() == Some(node.spec.instance_id.as_str()))
+        .collect();
+    for (address, entry) in &node.spec.ipam.pool {
+        let resource = entry.resource.as_deref().unwrap_or_default();
+        let holds = on_instance
+            .iter()
+            .any(|i| i.id == resource && i.secondaries.contains(address));
+        if !holds {
+            found.push(format!(
+                "{address} is pooled on {resource}, which does not hold it on {}",
+                node.spec.instance_id
+            ));
+        }
+    }
+    for interface in &on_instance {
+        for address in &interface.secondaries {
+            let pooled = node.spec.ipam.pool.get(address);
+            if pooled.and_then(|e| e.resource.as_deref()) != Some(interface.id.as_str()) {
+                found.push(format!(
+                    "{address} on {} is not in the pool as that interface's: {pooled:?}",
+                    interface.id
+                ));
+            }
+        }
+        match node.status.eni.enis.get(&interface.id) {
+            None => found.push(format!("{} is not in status.eni.enis", interface.id)),
+            Some(eni) => {
+                let published: BTreeSet<&String> = eni.addresses.iter().collect();
+                let held: BTreeSet<&String> = interface.secondaries.iter().collect();
+                if published != held {
+                    found.push(format!(
+                        "status.eni.enis lists {published:?} on {}, the cloud {held:?}",
+                        interface.id
+                    ));
+                }
+            }
+        }
+    }
+    for id in node.status.eni.enis.keys() {
+        if !on_instance.iter().any(|i| i.id == *id) {
+            found.push(format!("status.eni.enis lists {id}, not on the instance"));
+        }
+    }
+    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,6 +417,7 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
     kill(warm_up);
 
     let mut sprung: BTreeMap<KillAt, (usize, usize)> = BTreeMap::new();
+    let mut ours_at_peak = 0;
     for cycle in 0..kills {
         // The nodes join over the first four cycles.
         join((NODES * (cycle + 1) / 4).min(NODES));
@@ -369,6 +439,11 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
         kill(child);
         proxy.disarm();
         agents_alive();
+        if cycle + 1 == kills / 2 {
+            // At the peak of the growth: the GC's and the end's checks of
+            // "ours" mean something only if the tag is recognised at all.
+            ours_at_peak = cloud_interfaces(&moto).iter().filter(|i| i.ours).count();
+        }
         let tally = sprung.entry(at).or_default();
         if fired {
             tally.0 += 1;
@@ -382,11 +457,15 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
     for (at, (fired, _)) in &sprung {
         assert!(*fired > 0, "no kill at {at:?} sprang: {sprung:?}");
     }
+    assert!(
+        ours_at_peak > 0,
+        "no interface in moto was recognised as this operator's at the peak"
+    );
 
     // The last start: the pods settle on a level that keeps every kind of
     // work done, and the operator runs to the end.
     join(NODES);
-    pods.store(5, Ordering::SeqCst);
+    pods.store(SETTLED_PODS, Ordering::SeqCst);
     let last = kills;
     let last_started = Instant::now();
     let mut child = operator.start(last);
@@ -408,14 +487,14 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
         }
         agents_alive();
         let all = nodes(&server, NODES);
-        if all.iter().all(|n| agent::settled(n, 0)) {
+        if all.iter().all(settled) {
             break Instant::now();
         }
         assert!(
             Instant::now() < deadline,
             "not settled in 180 s: {:#?}\n{}",
             all.iter()
-                .filter(|n| !agent::settled(n, 0))
+                .filter(|n| !settled(n))
                 .map(|n| (
                     &n.name,
                     n.spec.ipam.pool.clone(),
@@ -427,44 +506,37 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    // Two GC rounds past the grace of anything leaked by the last kill.
-    tokio::time::sleep(Duration::from_secs(GC_GRACE + 2 * GC_INTERVAL + 1)).await;
-    let interfaces = cloud_interfaces(&moto);
+    // Whatever the last kill leaked detached goes within two GC rounds past
+    // its grace: polled until then.
+    let gc_deadline = Instant::now() + Duration::from_secs(GC_GRACE + 2 * GC_INTERVAL + 10);
+    let interfaces = loop {
+        let interfaces = cloud_interfaces(&moto);
+        let detached: Vec<&CloudInterface> = interfaces
+            .iter()
+            .filter(|i| i.ours && i.status != "in-use")
+            .collect();
+        if detached.is_empty() {
+            break interfaces;
+        }
+        assert!(
+            Instant::now() < gc_deadline,
+            "left detached past the GC's grace: {detached:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     let all = nodes(&server, NODES);
     kill(child);
 
-    // No interface of ours left detached.
-    let detached: Vec<&CloudInterface> = interfaces
-        .iter()
-        .filter(|i| i.ours && i.status != "in-use")
-        .collect();
-    assert!(detached.is_empty(), "left detached: {detached:?}");
-    // No address on two interfaces.
-    let mut on_interface: BTreeMap<&str, &str> = BTreeMap::new();
-    for interface in &interfaces {
-        for address in &interface.addresses {
-            if let Some(other) = on_interface.insert(address, &interface.id) {
-                panic!("{address} is on {other} and {}", interface.id);
-            }
-        }
-    }
-    // Every node satisfied; no address in two pools; every pool address on
-    // an interface attached to the node's own instance.
+    // Every node settled, no address in two pools, and each node and the
+    // cloud agree both ways.
     let mut pooled: BTreeSet<&String> = BTreeSet::new();
     for node in &all {
-        assert!(agent::settled(node, 0), "{} is not settled", node.name);
+        assert!(settled(node), "{} is not settled", node.name);
         for address in node.spec.ipam.pool.keys() {
             assert!(pooled.insert(address), "{address} is in two pools");
-            let holder = on_interface
-                .get(address.as_str())
-                .and_then(|id| interfaces.iter().find(|i| i.id == *id));
-            assert_eq!(
-                holder.and_then(|i| i.instance.as_deref()),
-                Some(node.spec.instance_id.as_str()),
-                "{address} in {}'s pool is not on its instance: {holder:?}",
-                node.name
-            );
         }
+        let found = disagreements(node, &interfaces);
+        assert!(found.is_empty(), "{}: {found:#?}", node.name);
     }
 
     let mutating: BTreeMap<String, usize> = proxy
@@ -494,4 +566,43 @@ async fn the_operator_killed_at_any_moment_leaves_the_cloud_and_the_nodes_consis
         total as f64 / NODES as f64,
         started.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn the_end_state_check_finds_disagreements_both_ways() {
+    use ipam_ciliumnode::{AllocationIp, EniInterface};
+
+    let interface = |id: &str, secondaries: &[&str]| CloudInterface {
+        id: id.into(),
+        status: "in-use".into(),
+        instance: Some("i-1".into()),
+        secondaries: secondaries.iter().map(|a| a.to_string()).collect(),
+        ours: false,
+    };
+    let mut node = go_agent::eni_node("n", "i-1");
+    let on = |id: &str| AllocationIp {
+        owner: None,
+        resource: Some(id.into()),
+    };
+    node.spec.ipam.pool.insert("10.0.0.10".into(), on("eni-a"));
+    node.status.eni.enis.insert(
+        "eni-a".into(),
+        EniInterface {
+            id: "eni-a".into(),
+            addresses: vec!["10.0.0.10".into()],
+            ..Default::default()
+        },
+    );
+    assert_eq!(disagreements(&node, &[interface("eni-a", &["10.0.0.10"])]), Vec::<String>::new());
+    // In the cloud, not in the pool.
+    assert_eq!(
+        disagreements(&node, &[interface("eni-a", &["10.0.0.10", "10.0.0.11"])]).len(),
+        2,
+        "missing from the pool and from status.eni.enis"
+    );
+    // In the pool on the wrong interface.
+    let moved = [interface("eni-a", &[]), interface("eni-b", &["10.0.0.10"])];
+    let found = disagreements(&node, &moved);
+    assert!(found.iter().any(|f| f.contains("pooled on eni-a")), "{found:?}");
+    assert!(found.iter().any(|f| f.contains("eni-b is not in status")), "{found:?}");
 }

@@ -49,7 +49,33 @@ pub enum Choice {
         resource: Option<String>,
     },
     /// Nothing free: the operator has not grown the pool yet.
-    Exhausted { pool: usize, used: usize },
+    Exhausted(Blocked),
+}
+
+/// Why no pool address is free: each of the pool's addresses counted once,
+/// under the first thing that keeps it from an ADD.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Blocked {
+    pub pool: usize,
+    /// Allocated by this agent to an attachment.
+    pub allocated: usize,
+    /// In status.ipam.used though no attachment holds it here: freed, until
+    /// the agent's status patch goes through (or another writer's entry).
+    pub used_in_status: usize,
+    /// In status.ipam.release-ips: on its way out of the pool.
+    pub in_handshake: usize,
+    /// Given an owner in spec.ipam.pool itself.
+    pub owned: usize,
+}
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "of the pool's {}, {} are allocated here, {} still in status.ipam.used (freed, waiting for the status write), {} in the release handshake, {} owned in the pool",
+            self.pool, self.allocated, self.used_in_status, self.in_handshake, self.owned
+        )
+    }
 }
 
 /// The address of `holder`'s attachment, if it has one.
@@ -142,11 +168,27 @@ impl PoolIndex {
                 ip,
                 resource: resource.map(String::from),
             },
-            None => Choice::Exhausted {
-                pool: self.pool_size,
-                used: allocations.len(),
-            },
+            None => Choice::Exhausted(self.blocked(allocations)),
         }
+    }
+
+    /// What keeps each pool address from an ADD.
+    pub fn blocked(&self, allocations: &Allocations) -> Blocked {
+        let mut blocked = Blocked {
+            pool: self.pool_size,
+            owned: self.pool_size.saturating_sub(self.candidates.len()),
+            ..Blocked::default()
+        };
+        for (ip, _) in &self.candidates {
+            if allocations.contains_key(ip) {
+                blocked.allocated += 1;
+            } else if self.used.contains(ip) {
+                blocked.used_in_status += 1;
+            } else if self.in_handshake.contains(ip) {
+                blocked.in_handshake += 1;
+            }
+        }
+        blocked
     }
 }
 
@@ -281,9 +323,49 @@ mod tests {
             .insert("10.0.0.2".into(), ReleaseState::Released);
         assert_eq!(
             choose(&base, &allocated(&[("10.0.0.1", "a")]), &holder("b")),
-            Choice::Exhausted { pool: 2, used: 1 },
+            Choice::Exhausted(Blocked {
+                pool: 2,
+                allocated: 1,
+                in_handshake: 1,
+                ..Blocked::default()
+            }),
             "released but still in the pool: not handed out"
         );
+    }
+
+    #[test]
+    fn an_exhausted_pool_says_what_holds_each_address() {
+        let mut n = node(&[
+            ("10.0.0.1", None),
+            ("10.0.0.2", None),
+            ("10.0.0.3", None),
+            ("10.0.0.4", Some("x")),
+        ]);
+        // Freed by the agent, its status write not through yet.
+        n.status
+            .ipam
+            .used
+            .insert("10.0.0.2".into(), AllocationIp::default());
+        n.status
+            .ipam
+            .release_ips
+            .insert("10.0.0.3".into(), ReleaseState::MarkedForRelease);
+        let Choice::Exhausted(blocked) = choose(&n, &allocated(&[("10.0.0.1", "a")]), &holder("b"))
+        else {
+            panic!("nothing is free");
+        };
+        assert_eq!(
+            blocked,
+            Blocked {
+                pool: 4,
+                allocated: 1,
+                used_in_status: 1,
+                in_handshake: 1,
+                owned: 1
+            }
+        );
+        let text = blocked.to_string();
+        assert!(text.contains("of the pool's 4, 1 are allocated here, 1 still in status.ipam.used"), "{text}");
     }
 
     #[test]

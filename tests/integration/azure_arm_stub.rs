@@ -759,7 +759,11 @@ async fn the_engine_converges_azure_mode_nodes_and_releases_their_excess() {
         marked,
         "every marked address was ready"
     );
-    let mut left: Vec<String> = arm.nic_addresses(nic).iter().map(ToString::to_string).collect();
+    let mut left: Vec<String> = arm
+        .nic_addresses(nic)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     let mut want: Vec<String> = before
         .iter()
         .map(ToString::to_string)
@@ -905,7 +909,11 @@ async fn the_instance_and_security_group_filters_narrow_the_listings() {
     let vm = lower(&arm_stub::vm_id());
     let scale_set_vm = lower(&arm_stub::scale_set_vm_id());
     let table = [
-        (serde_json::json!({}), vec![vm.clone(), scale_set_vm.clone()], 1),
+        (
+            serde_json::json!({}),
+            vec![vm.clone(), scale_set_vm.clone()],
+            1,
+        ),
         (
             serde_json::json!({"scale-sets": ["another"]}),
             vec![vm.clone()],

@@ -74,13 +74,19 @@ async fn leaked_interfaces_are_deleted_on_the_second_round_only_if_ours_and_old(
 
     let collector = LeakCollector::new("test", 60);
     let later = unix_now() + 120;
-    let first = collector.round(cloud.as_ref(), later, &Default::default()).await.unwrap();
+    let first = collector
+        .round(cloud.as_ref(), later, &Default::default())
+        .await
+        .unwrap();
     assert_eq!(
         (first.suspected.len(), first.deleted.len()),
         (1, 0),
         "first sighting: suspected only"
     );
-    let second = collector.round(cloud.as_ref(), later + 60, &Default::default()).await.unwrap();
+    let second = collector
+        .round(cloud.as_ref(), later + 60, &Default::default())
+        .await
+        .unwrap();
     assert_eq!(second.deleted, first.suspected, "second sighting: deleted");
     assert!(cloud
         .get_detached_interfaces(&cluster("test"))

@@ -235,9 +235,7 @@ impl Allocator {
                 let resource = inner.allocations.get(&ip).and_then(|a| a.resource.clone());
                 (ip, resource)
             }
-            Choice::Exhausted(blocked) => {
-                return Err(AllocatorError::Exhausted(blocked))
-            }
+            Choice::Exhausted(blocked) => return Err(AllocatorError::Exhausted(blocked)),
             Choice::Fresh { ip, resource } => {
                 let allocation = Allocation {
                     holder,

@@ -268,11 +268,17 @@ pub const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 async fn drain(mut in_flight: tokio::task::JoinSet<()>) {
     let pending = in_flight.len();
     if pending > 0 {
-        tracing::info!(pending, "answering the CNI requests in flight before stopping");
+        tracing::info!(
+            pending,
+            "answering the CNI requests in flight before stopping"
+        );
     }
     let all = async { while in_flight.join_next().await.is_some() {} };
     if tokio::time::timeout(DRAIN_LIMIT, all).await.is_err() {
-        tracing::warn!(left = in_flight.len(), "CNI requests still in flight at the drain limit: cut");
+        tracing::warn!(
+            left = in_flight.len(),
+            "CNI requests still in flight at the drain limit: cut"
+        );
         in_flight.abort_all();
     }
 }

@@ -170,14 +170,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         cni_server::bind(&cli.socket)?
     };
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = cni.handle().spawn(cni_server::serve(
-        socket,
-        allocator,
-        metrics,
-        async move {
+    let serving = cni
+        .handle()
+        .spawn(cni_server::serve(socket, allocator, metrics, async move {
             let _ = serving_stopped.await;
-        },
-    ));
+        }));
     ready_tx.send_replace(true);
     tracing::info!(socket = %cli.socket.display(), "serving the CNI plugin");
 

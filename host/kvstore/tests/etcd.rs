@@ -443,7 +443,10 @@ async fn tls_with_a_client_certificate_and_nothing_less() {
     assert!(store.get("cilium/tls-check").await.unwrap().is_some());
 
     let mut no_certificate = etcd.config();
-    let tls = no_certificate.tls.as_mut().expect("a TLS etcd's config has TLS");
+    let tls = no_certificate
+        .tls
+        .as_mut()
+        .expect("a TLS etcd's config has TLS");
     assert!(tls.client.is_some(), "the config has a client certificate");
     tls.client = None;
     assert!(
@@ -513,8 +516,15 @@ async fn a_listing_longer_than_a_page_comes_whole_and_in_order() {
     let listing = client.list(prefix).await.unwrap();
     let listed: Vec<&str> = listing.keys.iter().map(|kv| kv.key.as_str()).collect();
     assert_eq!(listed.len(), count, "every key, once");
-    assert!(listed.iter().zip(&keys).all(|(a, b)| a == b), "in key order");
+    assert!(
+        listed.iter().zip(&keys).all(|(a, b)| a == b),
+        "in key order"
+    );
     // The revision is the first page's, which every later page was read at.
     let newest = listing.keys.iter().map(|kv| kv.mod_revision).max().unwrap();
-    assert!(listing.revision >= newest, "{} < {newest}", listing.revision);
+    assert!(
+        listing.revision >= newest,
+        "{} < {newest}",
+        listing.revision
+    );
 }

@@ -153,11 +153,15 @@ async fn gc_frees_what_is_not_in_the_valid_attachments() {
         .filter_map(|a| a["container-id"].as_str())
         .collect();
     assert_eq!(containers, ["pod-0"], "{saved}");
-    until_node(&node.server, "status.ipam.used without pod-1's address", |n| {
-        n["status"]["ipam"]["used"]
-            .as_object()
-            .is_some_and(|used| used.keys().eq(["10.0.1.10"].iter()))
-    })
+    until_node(
+        &node.server,
+        "status.ipam.used without pod-1's address",
+        |n| {
+            n["status"]["ipam"]["used"]
+                .as_object()
+                .is_some_and(|used| used.keys().eq(["10.0.1.10"].iter()))
+        },
+    )
     .await;
     let status = node.cni(
         "ipam-cni",

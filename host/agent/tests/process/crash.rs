@@ -195,9 +195,11 @@ impl Run<'_> {
         let addresses: BTreeSet<Ipv4Addr> = saved.values().copied().collect();
         assert_eq!(routed, addresses, "the routes match the allocations");
         let live: BTreeSet<String> = self.live.values().map(ToString::to_string).collect();
-        until_node(&self.node.server, "status.ipam.used follows the restart", move |n| {
-            used(n) == live
-        })
+        until_node(
+            &self.node.server,
+            "status.ipam.used follows the restart",
+            move |n| used(n) == live,
+        )
         .await;
     }
 
@@ -357,7 +359,10 @@ async fn sigterm_answers_the_request_in_flight_before_stopping() {
         if let Some(status) = agent.try_wait().expect("waiting for the agent") {
             break status;
         }
-        assert!(Instant::now() < deadline, "the agent did not stop after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "the agent did not stop after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "a clean stop: {status}");
@@ -390,12 +395,18 @@ async fn concurrent_adds_and_dels_never_share_an_address() {
                 scope.spawn(move || (container.clone(), call("ADD", &container)))
             })
             .collect();
-        calls.into_iter().map(|c| c.join().expect("an ADD")).collect()
+        calls
+            .into_iter()
+            .map(|c| c.join().expect("an ADD"))
+            .collect()
     });
     let mut live: BTreeMap<String, Ipv4Addr> = BTreeMap::new();
     for (container, output) in first {
         let ip = address_of(&output).unwrap_or_else(|| panic!("the ADD of {container} failed"));
-        assert!(!live.values().any(|held| *held == ip), "{ip} handed out twice");
+        assert!(
+            !live.values().any(|held| *held == ip),
+            "{ip} handed out twice"
+        );
         live.insert(container, ip);
     }
     assert_eq!(saved(&node), live);
@@ -412,12 +423,18 @@ async fn concurrent_adds_and_dels_never_share_an_address() {
                 })
             })
             .collect();
-        calls.into_iter().map(|c| c.join().expect("a call")).collect()
+        calls
+            .into_iter()
+            .map(|c| c.join().expect("a call"))
+            .collect()
     });
     for (container, add, output) in second {
         if add {
             let ip = address_of(&output).unwrap_or_else(|| panic!("the ADD of {container} failed"));
-            assert!(!live.values().any(|held| *held == ip), "{ip} handed out twice");
+            assert!(
+                !live.values().any(|held| *held == ip),
+                "{ip} handed out twice"
+            );
             live.insert(container, ip);
         } else {
             assert!(output.status.success(), "the DEL of {container}");
@@ -426,7 +443,10 @@ async fn concurrent_adds_and_dels_never_share_an_address() {
     }
     assert_eq!(saved(&node), live, "the state file is in step");
     let want: BTreeSet<String> = live.values().map(ToString::to_string).collect();
-    until_node(&node.server, "status.ipam.used is in step", move |n| used(n) == want).await;
+    until_node(&node.server, "status.ipam.used is in step", move |n| {
+        used(n) == want
+    })
+    .await;
     kill(&mut agent);
 }
 

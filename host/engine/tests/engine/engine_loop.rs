@@ -134,7 +134,11 @@ async fn a_failing_nodes_backoff_holds_against_its_watch_events() {
         nodes[0].spec.ipam.pool.len() >= 2
     })
     .await;
-    assert_eq!(fake.calls(Operation::AssignIps), 5, "four failures, one success");
+    assert_eq!(
+        fake.calls(Operation::AssignIps),
+        5,
+        "four failures, one success"
+    );
     agent.abort();
     running.stop().await;
 }

@@ -184,13 +184,19 @@ async fn the_collector_spares_young_and_foreign_interfaces() {
     );
     let collector = LeakCollector::new(CLUSTER, 60);
     let later = unix_now() + 120;
-    let first = collector.round(fake.as_ref(), later, &Default::default()).await.unwrap();
+    let first = collector
+        .round(fake.as_ref(), later, &Default::default())
+        .await
+        .unwrap();
     assert_eq!(
         (first.suspected.len(), first.deleted.len()),
         (1, 0),
         "first sighting: suspected"
     );
-    let second = collector.round(fake.as_ref(), later + 60, &Default::default()).await.unwrap();
+    let second = collector
+        .round(fake.as_ref(), later + 60, &Default::default())
+        .await
+        .unwrap();
     assert_eq!(second.deleted, first.suspected, "second sighting: deleted");
     let left = fake.detached();
     assert_eq!(left.len(), 1);
@@ -226,7 +232,9 @@ async fn a_lying_detached_listing_never_gets_an_attached_or_foreign_interface_de
     let mut foreign_lie = ours.clone();
     foreign_lie.id = "eni-not-ours".into();
     foreign_lie.instance_id = None;
-    foreign_lie.tags.retain(|t| t.key != ipam_pool::tags::CLUSTER_TAG);
+    foreign_lie
+        .tags
+        .retain(|t| t.key != ipam_pool::tags::CLUSTER_TAG);
     cloud.lie_in_detached_listings(vec![attached_lie, foreign_lie]);
     let parts = maintainer.parts();
     parts.cache.resync_all(parts.cloud.as_ref()).await.unwrap();

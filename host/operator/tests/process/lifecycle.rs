@@ -180,7 +180,10 @@ async fn endpoint_gc_with_interval(seconds: u64) -> (bool, String) {
             break;
         }
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("the operator exited: {status}: {}", stderr.join().unwrap_or_default());
+            panic!(
+                "the operator exited: {status}: {}",
+                stderr.join().unwrap_or_default()
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

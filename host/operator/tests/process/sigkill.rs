@@ -593,7 +593,10 @@ fn the_end_state_check_finds_disagreements_both_ways() {
             ..Default::default()
         },
     );
-    assert_eq!(disagreements(&node, &[interface("eni-a", &["10.0.0.10"])]), Vec::<String>::new());
+    assert_eq!(
+        disagreements(&node, &[interface("eni-a", &["10.0.0.10"])]),
+        Vec::<String>::new()
+    );
     // In the cloud, not in the pool.
     assert_eq!(
         disagreements(&node, &[interface("eni-a", &["10.0.0.10", "10.0.0.11"])]).len(),
@@ -603,6 +606,12 @@ fn the_end_state_check_finds_disagreements_both_ways() {
     // In the pool on the wrong interface.
     let moved = [interface("eni-a", &[]), interface("eni-b", &["10.0.0.10"])];
     let found = disagreements(&node, &moved);
-    assert!(found.iter().any(|f| f.contains("pooled on eni-a")), "{found:?}");
-    assert!(found.iter().any(|f| f.contains("eni-b is not in status")), "{found:?}");
+    assert!(
+        found.iter().any(|f| f.contains("pooled on eni-a")),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().any(|f| f.contains("eni-b is not in status")),
+        "{found:?}"
+    );
 }

@@ -365,7 +365,10 @@ mod tests {
             }
         );
         let text = blocked.to_string();
-        assert!(text.contains("of the pool's 4, 1 are allocated here, 1 still in status.ipam.used"), "{text}");
+        assert!(
+            text.contains("of the pool's 4, 1 are allocated here, 1 still in status.ipam.used"),
+            "{text}"
+        );
     }
 
     #[test]

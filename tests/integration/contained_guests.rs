@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::rss;
 use common::{misbehave, still_serves};
 use ipam_cloud::{CloudApi, CloudError, ProviderError};
 use ipam_provider_runtime::host_budget::ENTRY_BYTES;
@@ -19,41 +20,76 @@ use ipam_provider_runtime::CallLimits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// The resident set of this process now (`VmRSS`) or at its peak (`VmHWM`),
-/// from /proc (Linux).
-fn resident_bytes(which: &str) -> usize {
-    let status = std::fs::read_to_string("/proc/self/status")
-        .expect("/proc/self/status is readable: these tests need Linux's /proc");
-    let kb = status
-        .lines()
-        .find_map(|line| line.strip_prefix(which)?.strip_prefix(':'))
-        .and_then(|value| {
-            value
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<usize>()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("{which} in /proc/self/status"));
-    kb * 1024
-}
-
 /// The environment variable naming the kind the child process leaks.
 const LEAK_KIND: &str = "IPAM_TEST_LEAK_KIND";
 
-/// (kind, what the guest is refused with, or None when the entry cap traps
-/// it, and what the budget error names).
-const LEAKS: &[(&str, Option<&str>, &str)] = &[
-    ("fields", Some("refused after"), "bytes of header sets"),
-    (
-        "requests",
-        Some("set-path-with-query refused"),
-        "bytes of header sets",
-    ),
-    ("bodies", Some("body refused"), "bytes of header sets"),
-    ("pollables", None, "resource-table entries"),
-    ("oversized-headers", Some("Forbidden"), "in one header set"),
+/// One kind of leak: the kind, how many and how large (the guest's
+/// default, 30 KiB, where `None`), what the guest is refused with (None when
+/// the host traps it: the entry cap, or a function with no error), and what
+/// the budget error names.
+struct Leak {
+    kind: &'static str,
+    count: u32,
+    size: Option<usize>,
+    guest_saw: Option<&'static str>,
+    budget: &'static str,
+}
+
+const LEAKS: &[Leak] = &[
+    Leak {
+        kind: "fields",
+        count: 20_000,
+        size: None,
+        guest_saw: Some("refused after"),
+        budget: "bytes of header sets",
+    },
+    Leak {
+        kind: "requests",
+        count: 20_000,
+        size: None,
+        guest_saw: Some("set-path-with-query refused"),
+        budget: "bytes of header sets",
+    },
+    Leak {
+        kind: "bodies",
+        count: 20_000,
+        size: None,
+        guest_saw: Some("body refused"),
+        budget: "bytes of header sets",
+    },
+    Leak {
+        kind: "pollables",
+        count: 20_000,
+        size: None,
+        guest_saw: None,
+        budget: "resource-table entries",
+    },
+    Leak {
+        kind: "oversized-headers",
+        count: 20_000,
+        size: None,
+        guest_saw: Some("Forbidden"),
+        budget: "in one header set",
+    },
+    // The case: 300 requests with a 4 MiB method each (1.2 GB
+    // unbudgeted).
+    Leak {
+        kind: "methods",
+        count: 300,
+        size: Some(4 << 20),
+        guest_saw: Some("set-method refused"),
+        budget: "bytes of header sets",
+    },
+    // 1,000 handles on one 60 KiB header set: each counts as its copy, and
+    // `headers()` has no error, so the call that takes one too many traps
+    // (it used to succeed and leave the next call over budget).
+    Leak {
+        kind: "header-handles",
+        count: 1_000,
+        size: None,
+        guest_saw: None,
+        budget: "bytes of header sets",
+    },
 ];
 
 /// A memory cap like the issue's `--memory-mib 16`, the default budgets.
@@ -75,32 +111,13 @@ fn every_kind_of_leaked_host_resource_is_refused_within_the_budget() {
     // component mapped in): the bound the RSS stays under.
     let bound = limits.memory_bytes + limits.host_bytes + limits.host_entries * ENTRY_BYTES;
     let working = 32 << 20;
-    let binary = std::env::current_exe().expect("the test binary");
-    for (kind, _, _) in LEAKS {
-        let output = std::process::Command::new(&binary)
-            .args([
-                "--exact",
-                "contained_guests::a_leaking_guest_in_a_process_of_its_own",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(LEAK_KIND, kind)
-            .output()
-            .expect("the test binary runs");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "{kind}: {stdout}\n{stderr}");
-        let grown: usize = stdout
-            .lines()
-            .chain(stderr.lines())
-            .find_map(|line| Some(line.split_once("rss-growth-bytes=")?.1))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{kind}: no RSS figure in {stdout}\n{stderr}"));
-        eprintln!(
-            "{kind}: peak RSS {} KiB above the start over 3 leaking calls",
-            grown >> 10
-        );
+    for Leak { kind, .. } in LEAKS {
+        let grown = rss::in_own_process(
+            "contained_guests::a_leaking_guest_in_a_process_of_its_own",
+            LEAK_KIND,
+            kind,
+        )
+        .growth;
         assert!(
             grown < bound + working,
             "{kind}: RSS grew by {} MiB; the budget bound is {} MiB",
@@ -115,16 +132,22 @@ fn every_kind_of_leaked_host_resource_is_refused_within_the_budget() {
 async fn a_leaking_guest_in_a_process_of_its_own() {
     let kind = std::env::var(LEAK_KIND)
         .unwrap_or_else(|_| panic!("{LEAK_KIND} names the kind to leak; the parent test sets it"));
-    let &(_, guest_saw, budget) = LEAKS
+    let &Leak {
+        count,
+        size,
+        guest_saw,
+        budget,
+        ..
+    } = LEAKS
         .iter()
-        .find(|(k, _, _)| *k == kind)
+        .find(|leak| leak.kind == kind)
         .unwrap_or_else(|| panic!("{LEAK_KIND}={kind} is not a kind of leak"));
-    let settings = serde_json::json!({"mode": "leak", "kind": kind, "count": 20_000});
+    let settings = serde_json::json!({"mode": "leak", "kind": kind, "count": count, "size": size});
     let provider = misbehave(settings, |c| c.limits = leak_limits()).await;
     still_serves(&provider).await;
-    let before = resident_bytes("VmRSS");
+    let before = rss::resident_bytes("VmRSS");
     // Unbounded, each call would hold 20,000 resources: 600 MB of headers
-    // for `fields`.
+    // for `fields`, 1.2 GB of methods for `methods`.
     for _ in 0..3 {
         let created = provider.instances_created();
         match provider.get_vpcs().await {
@@ -151,10 +174,7 @@ async fn a_leaking_guest_in_a_process_of_its_own() {
     }
     assert_eq!(provider.over_budget(), 3, "{kind}");
     // The peak: what the leak held at its most, not what was left after.
-    println!(
-        "rss-growth-bytes={}",
-        resident_bytes("VmHWM").saturating_sub(before)
-    );
+    rss::print_peak_above(before);
 }
 
 /// The open sockets of this process connected to `port` on 127.0.0.1 (the
@@ -256,6 +276,9 @@ const SPECIAL: &[&str] = &[
     "fd00:ec2::254",
     "fd00:ec2::253",
     "fd00:ec2::23",
+    "fd20:ce::254",
+    "fd00:c1::a9fe:a9fe",
+    "fd00:42::42",
     "fe80::1",
     "fec0::1",
     "::",

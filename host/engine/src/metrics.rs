@@ -61,6 +61,11 @@ pub struct BudgetLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderLabel {
+    pub provider: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusalLabel {
     pub provider: String,
     pub operation: &'static str,
@@ -109,6 +114,7 @@ pub struct Metrics {
     pub api_rate_limit_duration_seconds: HistogramFamily<OperationLabel>,
     pub api_answers_refused: Family<RefusalLabel, Counter>,
     pub provider_over_budget: Family<BudgetLabel, Counter>,
+    pub provider_log_lines_dropped: Family<ProviderLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -139,6 +145,7 @@ impl Metrics {
             api_rate_limit_duration_seconds: histogram_family(),
             api_answers_refused: Family::default(),
             provider_over_budget: Family::default(),
+            provider_log_lines_dropped: Family::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -228,6 +235,11 @@ impl Metrics {
             "Provider calls whose instance went over its host-resource budget (and was \
              replaced), by provider and what was over",
             metrics.provider_over_budget.clone(),
+        );
+        r.register(
+            "provider_log_lines_dropped",
+            "Guest log lines dropped over a provider call's log budget, by provider",
+            metrics.provider_log_lines_dropped.clone(),
         );
         metrics
     }

@@ -46,10 +46,13 @@ impl Default for CallLimits {
     }
 }
 
-/// Told each time an instance goes over its host-resource budget (a metrics
-/// registry counts them); the refusal is logged either way.
+/// Told each time an instance goes over its host-resource budget, and of the
+/// log lines a call's log budget dropped (a metrics registry counts them);
+/// both are logged either way.
 pub trait BudgetSink: Send + Sync {
     fn over_budget(&self, provider: &str, over: crate::host_budget::OverBudget);
+    /// `lines` of one call's guest log were dropped ([`crate::log_budget`]).
+    fn log_lines_dropped(&self, provider: &str, lines: u64);
 }
 
 /// How one provider is run.
@@ -72,7 +75,8 @@ pub struct ProviderConfig {
     /// Told of every answer the host refuses (a metrics registry); refusals
     /// are logged either way.
     pub refusals: Option<Arc<dyn RefusalSink>>,
-    /// Told of every time an instance goes over its host-resource budget.
+    /// Told of every time an instance goes over its host-resource budget,
+    /// and of the guest log lines each call dropped.
     pub budget_events: Option<Arc<dyn BudgetSink>>,
 }
 

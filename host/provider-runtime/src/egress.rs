@@ -6,11 +6,19 @@
 //! guest asked for, and on every address its host name resolves to. An
 //! authority with userinfo is refused outright. An https server whose
 //! certificate does not verify is refused as well
-//! ([`EgressError::UntrustedCertificate`]).
+//! ([`EgressError::UntrustedCertificate`]). What a refusal keeps of the
+//! guest's text is cut ([`crate::guest_text`]).
 
 use std::net::IpAddr;
 
+use crate::guest_text;
 use crate::special_address::{self, Special};
+
+/// The longest authority a guest may set on a request: a DNS name is at
+/// most 253 bytes, and a trailing dot and `:port` add at most 7 (an IPv6
+/// literal in brackets is shorter). A longer one names no host; refusing it
+/// keeps megabyte "names" out of the host's errors and log.
+pub const AUTHORITY_BYTES: usize = 260;
 /// One allowed origin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -145,7 +153,7 @@ impl EgressPolicy {
 pub fn check_authority(authority: &str) -> Result<(), EgressError> {
     if authority.contains('@') {
         return Err(EgressError::Userinfo {
-            authority: authority.to_string(),
+            authority: guest_text::kept(authority),
         });
     }
     Ok(())
@@ -213,16 +221,16 @@ mod tests {
 
     #[test]
     fn metadata_addresses_are_refused_even_when_allow_listed() {
-        let p = policy(&[
+        let targets = [
             "http://169.254.169.254",
             "http://[fd00:ec2::254]",
             "http://168.63.129.16",
-        ]);
-        for target in [
-            "http://169.254.169.254",
-            "http://[fd00:ec2::254]",
-            "http://168.63.129.16",
-        ] {
+            "http://[fd20:ce::254]",
+            "http://[fd00:c1::a9fe:a9fe]",
+            "http://[fd00:42::42]",
+        ];
+        let p = policy(&targets);
+        for target in targets {
             assert!(
                 matches!(
                     p.check_origin(&origin(target)),
@@ -243,6 +251,9 @@ mod tests {
             "::ffff:169.254.169.254",
             "64:ff9b::a9fe:a9fe",
             "fd00:ec2::23",
+            "fd20:ce::254",
+            "fd00:c1::a9fe:a9fe",
+            "fd00:42::42",
             "fe80::1",
             "0.0.0.0",
             "100.100.100.200",

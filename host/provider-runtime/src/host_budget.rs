@@ -5,22 +5,32 @@
 //!
 //! The wasi:http functions through which a guest grows what the host holds
 //! (`fields.from-list`, `set`, `append`, `clone`, `outgoing-request`'s
-//! `set-path-with-query`, `set-authority` and `body`) are linked over
+//! `set-method`, `set-path-with-query`, `set-authority`, `body` and
+//! `headers`, `incoming-response.headers`) are linked over
 //! wasmtime-wasi-http's own: each first weighs the table, and past the budget
 //! answers the error WASI has for it (`header-error.forbidden`, the request
-//! setters' error) or, for `clone` which has none, traps. Every other way to
-//! make an entry (pollables, streams, futures, requests) ends at the table's
-//! entry cap, which traps. Either way the call is reported, the instance
-//! replaced, and the provider's [`crate::BudgetSink`] told.
+//! setters' error) or, for `clone` and `headers` which have none, traps.
+//! Every other way to make an entry (pollables, streams, futures, requests)
+//! ends at the table's entry cap, which traps. Either way the call is
+//! reported, the instance replaced, and the provider's [`crate::BudgetSink`]
+//! told; and once the budget refused a call something, the call sends no
+//! more requests (one would go out without what was refused).
+//!
+//! `set-authority` also refuses an authority longer than any host name and
+//! port ([`crate::egress::AUTHORITY_BYTES`]), within the budget or not.
 
 use wasmtime::component::{Linker, Resource, ResourceTable, ResourceTableError};
-use wasmtime_wasi_http::p2::bindings::http::types::{HeaderError, HostFields, HostOutgoingRequest};
+use wasmtime_wasi_http::p2::bindings::http::types::{
+    HeaderError, HostFields, HostIncomingResponse as IncomingResponseApi, HostOutgoingRequest,
+    Method,
+};
 use wasmtime_wasi_http::p2::body::HostOutgoingBody;
 use wasmtime_wasi_http::p2::types::{
     HostFutureIncomingResponse, HostIncomingResponse, HostOutgoingRequest as OutgoingRequest,
 };
 use wasmtime_wasi_http::{FieldMap, WasiHttpView};
 
+use crate::egress::AUTHORITY_BYTES;
 use crate::state::StoreState;
 
 /// The wasi:http version wasmtime-wasi-http links; its functions are
@@ -119,6 +129,14 @@ fn value_bytes(value: &[u8]) -> usize {
     value.len() + FIELD_OVERHEAD
 }
 
+/// A custom method is a string of the guest's, of any length.
+fn method_bytes(method: &Method) -> usize {
+    match method {
+        Method::Other(text) => text.len(),
+        _ => 0,
+    }
+}
+
 /// The bytes a header set holds, as this budget counts them.
 pub fn header_bytes(map: &http::HeaderMap) -> usize {
     map.iter()
@@ -136,6 +154,7 @@ pub fn weigh(table: &mut ResourceTable) -> usize {
                 header_bytes(fields)
             } else if let Some(request) = entry.downcast_ref::<OutgoingRequest>() {
                 header_bytes(&request.headers)
+                    + method_bytes(&request.method)
                     + request.path_with_query.as_ref().map_or(0, String::len)
                     + request.authority.as_ref().map_or(0, String::len)
                     + if request.body.is_some() {
@@ -224,12 +243,30 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
             Ok((HostFields::clone(&mut state.http(), fields)?,))
         },
     )?;
+    types.func_wrap(
+        "[method]outgoing-request.set-method",
+        |mut store, (request, method): (Resource<OutgoingRequest>, Method)| {
+            let state = store.data_mut();
+            if !state.admit_bytes(method_bytes(&method)) {
+                return Ok((Err(()),));
+            }
+            Ok((HostOutgoingRequest::set_method(
+                &mut state.http(),
+                request,
+                method,
+            )?,))
+        },
+    )?;
     for setter in ["set-path-with-query", "set-authority"] {
         types.func_wrap(
             &format!("[method]outgoing-request.{setter}"),
             move |mut store, (request, text): (Resource<OutgoingRequest>, Option<String>)| {
                 let state = store.data_mut();
-                if !state.admit_bytes(text.as_ref().map_or(0, String::len)) {
+                let length = text.as_ref().map_or(0, String::len);
+                if setter == "set-authority" && length > AUTHORITY_BYTES {
+                    return Ok((Err(()),));
+                }
+                if !state.admit_bytes(length) {
                     return Ok((Err(()),));
                 }
                 let mut view = state.http();
@@ -252,6 +289,41 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
             Ok((HostOutgoingRequest::body(&mut state.http(), request)?,))
         },
     )?;
+    // Each handle on a header set is weighed as a copy of it (the copy
+    // shares the map today; the budget does not count on that), and the
+    // call that takes one too many pays, not the next.
+    types.func_wrap(
+        "[method]outgoing-request.headers",
+        |mut store, (request,): (Resource<OutgoingRequest>,)| {
+            let state = store.data_mut();
+            let adding = {
+                let (_, table) = state.budget_and_table();
+                header_bytes(&table.get(&request)?.headers)
+            };
+            if !state.admit_bytes(adding) {
+                wasmtime::bail!(
+                    "outgoing-request.headers: the provider's host-resource budget is spent"
+                );
+            }
+            Ok((HostOutgoingRequest::headers(&mut state.http(), request)?,))
+        },
+    )?;
+    types.func_wrap(
+        "[method]incoming-response.headers",
+        |mut store, (response,): (Resource<HostIncomingResponse>,)| {
+            let state = store.data_mut();
+            let adding = {
+                let (_, table) = state.budget_and_table();
+                header_bytes(&table.get(&response)?.headers)
+            };
+            if !state.admit_bytes(adding) {
+                wasmtime::bail!(
+                    "incoming-response.headers: the provider's host-resource budget is spent"
+                );
+            }
+            Ok((IncomingResponseApi::headers(&mut state.http(), response)?,))
+        },
+    )?;
     linker.allow_shadowing(false);
     Ok(())
 }
@@ -259,12 +331,23 @@ pub fn add_to_linker(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
 impl StoreState {
     fn admit_bytes(&mut self, adding: usize) -> bool {
         let (budget, table) = self.budget_and_table();
-        budget.admit(table, adding)
+        let admitted = budget.admit(table, adding);
+        self.refuse_sends_unless(admitted)
     }
 
     fn admit_header_bytes(&mut self, holding: usize, adding: usize) -> bool {
         let (budget, table) = self.budget_and_table();
-        budget.admit_header(table, holding, adding)
+        let admitted = budget.admit_header(table, holding, adding);
+        self.refuse_sends_unless(admitted)
+    }
+
+    /// After a refusal the call sends nothing more: the request the refused
+    /// header or URL was for must not go out without it.
+    fn refuse_sends_unless(&mut self, admitted: bool) -> bool {
+        if !admitted {
+            self.hooks_mut().sends_refused = true;
+        }
+        admitted
     }
 
     fn fields_bytes(&mut self, fields: &Resource<FieldMap>) -> wasmtime::Result<usize> {
@@ -313,6 +396,25 @@ mod tests {
         assert_eq!(weigh(&mut table), header + ENTRY_BYTES);
         table.push(fields(&[])).unwrap();
         assert_eq!(weigh(&mut table), header + 2 * ENTRY_BYTES);
+    }
+
+    #[test]
+    fn a_requests_custom_method_is_weighed() {
+        let request = |method| OutgoingRequest {
+            method,
+            scheme: None,
+            authority: None,
+            path_with_query: None,
+            headers: FieldMap::default(),
+            body: None,
+        };
+        let mut table = ResourceTable::new();
+        table.push(request(Method::Get)).unwrap();
+        assert_eq!(weigh(&mut table), ENTRY_BYTES);
+        table
+            .push(request(Method::Other("M".repeat(4 << 20))))
+            .unwrap();
+        assert_eq!(weigh(&mut table), 2 * ENTRY_BYTES + (4 << 20));
     }
 
     #[test]

@@ -7,6 +7,9 @@
 //! made of the error; the guest itself sees `HTTP-request-denied`,
 //! `destination-IP-prohibited` or `TLS-certificate-error`.
 //!
+//! Once the host-resource budget refused the call something, the call sends
+//! nothing more ([`EgressHooks::sends_refused`]).
+//!
 //! Every request belongs to the call that started it ([`CallScope`]): when
 //! the call ends its requests and connections are cancelled and their sockets
 //! closed. An instance has at most [`crate::CallLimits::concurrent_requests`]
@@ -17,7 +20,7 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::Poll;
 
 use ipam_http_client::TrustRoots;
@@ -26,32 +29,12 @@ use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::body_budget::{metered, BodyBudget, Direction};
+use crate::denials::DenialLog;
 use crate::egress::{check_authority, EgressError, EgressPolicy, Origin};
+use crate::guest_text;
 use crate::host_budget::BODY_CHUNK_BYTES;
 use crate::pinned_send::{self, ConnectionTask, SendError};
 use crate::resolve::Resolver;
-
-/// Denials seen during the current call, shared between the hook (which runs
-/// in a spawned future) and the store that reads them after the call.
-#[derive(Clone, Default)]
-pub struct DenialLog(Arc<Mutex<Vec<(String, EgressError)>>>);
-
-impl DenialLog {
-    fn record(&self, destination: String, error: EgressError) {
-        tracing::warn!(%destination, %error, "provider egress denied");
-        if let Ok(mut log) = self.0.lock() {
-            log.push((destination, error));
-        }
-    }
-
-    /// Take the first denial recorded since the last call.
-    pub fn take_first(&self) -> Option<(String, EgressError)> {
-        let mut log = self.0.lock().ok()?;
-        let first = (!log.is_empty()).then(|| log.remove(0));
-        log.clear();
-        first
-    }
-}
 
 /// What the requests of one call share: the signal that the call ended
 /// (the sender is dropped) and the call's body budget.
@@ -103,12 +86,17 @@ pub struct EgressHooks {
     /// to end and is kept, which spares a call without egress the cost of a
     /// new one.
     pub call_sent: bool,
+    /// Whether the host-resource budget refused the current call something:
+    /// it then sends nothing more (`HTTP-request-denied`), so no request
+    /// goes out without the header or URL the guest was refused.
+    pub sends_refused: bool,
 }
 
 impl EgressHooks {
     /// End the current call: its requests and connections are cancelled, and
     /// the next call starts with a fresh body budget.
     pub fn end_call(&mut self) {
+        self.sends_refused = false;
         if std::mem::take(&mut self.call_sent) {
             self.call = CallScope::new(self.call_body_bytes);
         }
@@ -141,6 +129,9 @@ impl WasiHttpHooks for EgressHooks {
         fut: ConnectionTask,
     ) -> Box<dyn Future<Output = SendResult> + Send> {
         drop(fut);
+        if self.sends_refused {
+            return Box::new(async { Err(Error::HttpRequestDenied) });
+        }
         self.call_sent = true;
         let permit = match self.request_permit() {
             Ok(permit) => permit,
@@ -156,16 +147,15 @@ impl WasiHttpHooks for EgressHooks {
             let uri = request.uri().clone();
             let destination = uri.to_string();
             let checked = async {
-                let authority = uri
-                    .authority()
-                    .ok_or_else(|| EgressError::BadOrigin(destination.clone()))?;
+                let bad_origin = || EgressError::BadOrigin(guest_text::kept(&destination));
+                let authority = uri.authority().ok_or_else(bad_origin)?;
                 check_authority(authority.as_str())?;
                 let origin = Origin::new(
                     uri.scheme_str().unwrap_or("https"),
                     authority.host(),
                     authority.port_u16(),
                 )
-                .ok_or_else(|| EgressError::BadOrigin(destination.clone()))?;
+                .ok_or_else(bad_origin)?;
                 let addresses = check(&policy, resolver.as_ref(), &origin).await?;
                 Ok::<_, EgressError>((origin, addresses))
             };
@@ -174,7 +164,7 @@ impl WasiHttpHooks for EgressHooks {
                 Some(Ok(checked)) => checked,
                 Some(Err(error)) => {
                     let code = refusal_code(&error);
-                    denials.record(destination, error);
+                    denials.record(&destination, error);
                     return Err(code);
                 }
             };
@@ -188,13 +178,14 @@ impl WasiHttpHooks for EgressHooks {
                 None => return Err(Error::ConnectionTerminated),
                 Some(Ok(answer)) => answer,
                 Some(Err(SendError::Http(error))) => {
+                    let destination = guest_text::cut(&destination, guest_text::KEPT_BYTES);
                     tracing::warn!(%destination, %error, "provider request failed");
                     return Err(error);
                 }
                 Some(Err(SendError::Certificate(message))) => {
                     let host = origin.host.clone();
                     denials.record(
-                        destination,
+                        &destination,
                         EgressError::UntrustedCertificate { host, message },
                     );
                     return Err(Error::TlsCertificateError);
@@ -321,6 +312,7 @@ mod tests {
             call_body_bytes: 1 << 20,
             call: CallScope::new(1 << 20),
             call_sent: false,
+            sends_refused: false,
         };
         let body = Empty::new().map_err(|never| match never {}).boxed_unsync();
         let request = http::Request::get(format!("{origin}/x"))
@@ -333,7 +325,7 @@ mod tests {
             matches!(outcome, Err(wasmtime_wasi_http::Error::TlsCertificateError)),
             "the guest gets the certificate error code"
         );
-        match hooks.denials.take_first() {
+        match hooks.denials.take().first {
             Some((destination, EgressError::UntrustedCertificate { host, message })) => {
                 assert_eq!(destination, format!("{origin}/x"));
                 assert_eq!(host, "api.test");

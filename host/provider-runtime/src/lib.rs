@@ -2,8 +2,8 @@
 //! to the rest of the host as [`ipam_cloud::CloudApi`] ([`WasmProvider`]):
 //! one engine with epoch deadlines, the compiled-component disk cache, the
 //! bindings of every served WIT version (`wit/`, one module per version), a
-//! pool of instances per provider with a memory cap, a host-resource budget
-//! and a deadline on every call, wasi:http behind a fail-closed egress
+//! pool of instances per provider with a memory cap, a host-resource budget,
+//! a log budget and a deadline on every call, wasi:http behind a fail-closed egress
 //! allow-list (one refusal rule for special addresses) with a pinned sender,
 //! requests that end with the call that made them and a per-call body
 //! budget, and modules pulled from OCI registries by digest.
@@ -12,9 +12,12 @@ mod answers;
 mod body_budget;
 mod compile_cache;
 mod config;
+mod denials;
 pub mod egress;
+mod guest_text;
 pub mod host_budget;
 mod http_hooks;
+pub mod log_budget;
 pub mod oci;
 mod pinned_send;
 mod prepared;

@@ -20,6 +20,14 @@ pub enum SpecialKind {
     /// fd00:ec2::/64: the AWS IPv6 instance metadata (::254), DNS (::253)
     /// and EKS Pod Identity agent (::23).
     AwsPlatformV6,
+    /// fd20:ce::254: the GCP metadata server over IPv6.
+    GcpMetadataV6,
+    /// fd00:c1::a9fe:a9fe: the Oracle Cloud instance metadata over IPv6.
+    OracleMetadataV6,
+    /// fd00:42::42: no cloud documents it; third-party metadata deny lists
+    /// carry it, and one address of the unique-local range costs nothing
+    /// to refuse.
+    ListedMetadataV6,
     /// 100.100.100.200.
     AlibabaMetadata,
     /// 168.63.129.16.
@@ -43,6 +51,9 @@ impl std::fmt::Display for SpecialKind {
             SpecialKind::AwsPlatformV6 => {
                 "an AWS platform address (IPv6 metadata, DNS, EKS Pod Identity agent)"
             }
+            SpecialKind::GcpMetadataV6 => "the GCP metadata server (IPv6)",
+            SpecialKind::OracleMetadataV6 => "the Oracle Cloud metadata service (IPv6)",
+            SpecialKind::ListedMetadataV6 => "a metadata address of third-party deny lists (IPv6)",
             SpecialKind::AlibabaMetadata => "the Alibaba Cloud metadata service",
             SpecialKind::AzureWireServer => "the Azure WireServer",
             SpecialKind::OracleMetadata => "the Oracle Cloud metadata service",
@@ -163,6 +174,12 @@ fn special_v6(v6: Ipv6Addr) -> Option<SpecialKind> {
         SpecialKind::SiteLocalV6
     } else if s[..4] == [0xfd00, 0x0ec2, 0, 0] {
         SpecialKind::AwsPlatformV6
+    } else if s == [0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254] {
+        SpecialKind::GcpMetadataV6
+    } else if s == [0xfd00, 0xc1, 0, 0, 0, 0, 0xa9fe, 0xa9fe] {
+        SpecialKind::OracleMetadataV6
+    } else if s == [0xfd00, 0x42, 0, 0, 0, 0, 0, 0x42] {
+        SpecialKind::ListedMetadataV6
     } else {
         return None;
     };
@@ -261,6 +278,11 @@ mod tests {
             ("fd00:ec2::254", plain(AwsPlatformV6)),
             ("fd00:ec2::253", plain(AwsPlatformV6)),
             ("fd00:ec2::23", plain(AwsPlatformV6)),
+            ("fd20:ce::254", plain(GcpMetadataV6)),
+            ("fd20:00ce:0::0254", plain(GcpMetadataV6)),
+            ("fd00:c1::a9fe:a9fe", plain(OracleMetadataV6)),
+            ("fd00:c1::169.254.169.254", plain(OracleMetadataV6)),
+            ("fd00:42::42", plain(ListedMetadataV6)),
             (
                 "::ffff:169.254.169.254",
                 carried(LinkLocalV4, Mapped, metadata),
@@ -321,6 +343,10 @@ mod tests {
             "2600:1f18::1",
             "fd00:ec3::254",
             "fd00:ec2:0:1::254",
+            "fd20:ce::253",
+            "fd20:ce:0:1::254",
+            "fd00:c1::a9fe:a9ff",
+            "fd00:42::43",
             "::ffff:127.0.0.1",
             "64:ff9b::3414:1",
             "2002:3414:1::1",

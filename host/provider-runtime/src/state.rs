@@ -1,7 +1,8 @@
 //! The data of one provider instance's store: WASI that grants nothing but
 //! clocks and random, wasi:http behind the egress hook, the memory cap, the
-//! host-resource budget (the table's entry cap and [`HostBudget`]), and
-//! what the `host` imports (log, credentials) serve from (each WIT version's
+//! host-resource budget (the table's entry cap and [`HostBudget`]), the
+//! per-call budget of the guest's log ([`LogBudget`]), and what the `host`
+//! imports (log, credentials) serve from (each WIT version's
 //! module implements its own `host` interface over this).
 
 use std::sync::Arc;
@@ -15,8 +16,10 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use ipam_cloud::credentials::{CredentialSource, Credentials};
 
 use crate::config::CallLimits;
+use crate::denials::DenialLog;
 use crate::host_budget::{HostBudget, HEADER_SET_BYTES};
-use crate::http_hooks::{DenialLog, EgressHooks};
+use crate::http_hooks::EgressHooks;
+use crate::log_budget::LogBudget;
 
 /// How much of a guest's stderr (panic messages) is kept for error reports.
 const STDERR_CAPTURE_BYTES: usize = 16 * 1024;
@@ -61,6 +64,7 @@ pub struct StoreState {
     pub memory: MemoryCap,
     pub budget: HostBudget,
     pub stderr: MemoryOutputPipe,
+    logs: LogBudget,
     credentials: Arc<dyn CredentialSource>,
 }
 
@@ -99,6 +103,7 @@ impl StoreState {
             },
             budget: HostBudget::new(limits.host_entries, limits.host_bytes),
             stderr,
+            logs: LogBudget::default(),
             credentials,
         }
     }
@@ -109,8 +114,12 @@ impl StoreState {
     }
 
     /// A line the guest logs (the `host` import of every WIT version),
-    /// tagged with the provider's declared name.
-    pub fn guest_log(&self, level: tracing::Level, message: &str) {
+    /// tagged with the provider's declared name: cut, and dropped once the
+    /// call's log budget is spent.
+    pub fn guest_log(&mut self, level: tracing::Level, message: &str) {
+        let Some(message) = self.logs.admit(message) else {
+            return;
+        };
         let provider: &str = &self.provider;
         match level {
             tracing::Level::TRACE => tracing::trace!(provider, "{message}"),
@@ -119,6 +128,11 @@ impl StoreState {
             tracing::Level::WARN => tracing::warn!(provider, "{message}"),
             tracing::Level::ERROR => tracing::error!(provider, "{message}"),
         }
+    }
+
+    /// The call ended: how many of its log lines were dropped.
+    pub fn end_log_call(&mut self) -> u64 {
+        self.logs.end_call()
     }
 
     /// What the guest gets when it asks for credentials.

@@ -25,9 +25,11 @@ use ipam_provider_module::ModuleInfo;
 
 use crate::answers::AnswerChecks;
 use crate::config::{BudgetSink, CallLimits, ProviderConfig};
+use crate::denials::DenialLog;
 use crate::egress::EgressPolicy;
+use crate::guest_text;
 use crate::host_budget::OverBudget;
-use crate::http_hooks::{CallScope, DenialLog, EgressHooks};
+use crate::http_hooks::{CallScope, EgressHooks};
 use crate::prepared::PreparedModule;
 use crate::resolve::Resolver;
 use crate::state::StoreState;
@@ -230,6 +232,7 @@ impl WasmProvider {
             call_body_bytes: self.limits.call_body_bytes,
             call: CallScope::new(self.limits.call_body_bytes),
             call_sent: false,
+            sends_refused: false,
         };
         let state = StoreState::new(
             self.name.clone(),
@@ -247,6 +250,8 @@ impl WasmProvider {
         };
         let outcome = tokio::time::timeout(self.limits.timeout, work).await;
         store.data_mut().hooks_mut().end_call();
+        store.data().denials().take();
+        self.close_log(store.data_mut());
         let (bindings, info) = match outcome {
             Err(_) => return Err(self.timeout(operation)),
             Ok(Err(error)) => return Err(self.classify(operation, error, store.data_mut())),
@@ -316,10 +321,12 @@ impl WasmProvider {
         live.store.set_epoch_deadline(self.epoch_ticks);
         live.store.data_mut().memory.hit = false;
         live.store.data_mut().budget.exceeded = None;
-        live.store.data().denials().take_first();
         let outcome = tokio::time::timeout(self.limits.timeout, f(live)).await;
-        // Whatever the outcome, the requests this call started end with it.
+        // Whatever the outcome, the requests this call started end with it,
+        // and so do its denials and its log budget.
         live.store.data_mut().hooks_mut().end_call();
+        let denials = live.store.data().denials().take();
+        self.close_log(live.store.data_mut());
         if let Ok(Err(error)) = &outcome {
             live.store.data_mut().budget.note_trap(error);
         }
@@ -329,6 +336,8 @@ impl WasmProvider {
             let mut error = self.budget_error(operation, over, live.store.data());
             if let (CloudError::Trap { message, .. }, Ok(Ok(Err(answer)))) = (&mut error, &outcome)
             {
+                let answer = answer.to_string();
+                let answer = guest_text::cut(&answer, guest_text::KEPT_BYTES);
                 message.push_str(&format!("; the guest answered: {answer}"));
             }
             return Err((error, false));
@@ -341,7 +350,7 @@ impl WasmProvider {
             )),
             Ok(Ok(Ok(value))) => Ok(value),
             Ok(Ok(Err(error))) => {
-                let error = match live.store.data().denials().take_first() {
+                let error = match denials.first {
                     Some((destination, reason)) => CloudError::EgressDenied {
                         provider: self.name.to_string(),
                         destination,
@@ -354,6 +363,23 @@ impl WasmProvider {
                 };
                 Err((error, true))
             }
+        }
+    }
+
+    /// One line for the guest log lines the call dropped, counted in the
+    /// sink.
+    fn close_log(&self, state: &mut StoreState) {
+        let dropped = state.end_log_call();
+        if dropped == 0 {
+            return;
+        }
+        tracing::warn!(
+            provider = %self.name,
+            dropped,
+            "provider log lines over its per-call budget were dropped"
+        );
+        if let Some(sink) = &self.budget_events {
+            sink.log_lines_dropped(&self.name, dropped);
         }
     }
 

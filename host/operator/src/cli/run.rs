@@ -520,7 +520,9 @@ async fn shutdown_signal() {
 }
 
 /// Counts each call over a provider's host-resource budget in
-/// `cilium_operator_ipam_provider_over_budget{provider, resource}`.
+/// `cilium_operator_ipam_provider_over_budget{provider, resource}`, and the
+/// guest log lines dropped over a call's log budget in
+/// `cilium_operator_ipam_provider_log_lines_dropped{provider}`.
 struct BudgetMetric(Arc<Metrics>);
 
 impl BudgetSink for BudgetMetric {
@@ -532,6 +534,15 @@ impl BudgetSink for BudgetMetric {
                 resource: over.label(),
             })
             .inc();
+    }
+
+    fn log_lines_dropped(&self, provider: &str, lines: u64) {
+        self.0
+            .provider_log_lines_dropped
+            .get_or_create(&ipam_engine::metrics::ProviderLabel {
+                provider: provider.to_string(),
+            })
+            .inc_by(lines);
     }
 }
 
@@ -633,7 +644,15 @@ mod tests {
         sink.over_budget("aws", OverBudget::Bytes);
         sink.over_budget("aws", OverBudget::Bytes);
         sink.over_budget("aws", OverBudget::Entries);
+        sink.log_lines_dropped("aws", 437);
+        sink.log_lines_dropped("aws", 3);
         let text = metrics.encode();
+        assert!(
+            text.contains(
+                "cilium_operator_ipam_provider_log_lines_dropped_total{provider=\"aws\"} 440"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "cilium_operator_ipam_provider_over_budget_total{provider=\"aws\",resource=\"bytes\"} 2"

@@ -1,11 +1,13 @@
 //! wasi:http used as an attacker would, below the SDK's client: host
-//! resources created and never dropped, requests started and abandoned, and
-//! requests to many destinations with each outcome kept.
+//! resources created and never dropped, requests started and abandoned,
+//! requests to many destinations with each outcome kept, requests sent
+//! without the header the host refused, floods of denied requests and of log
+//! lines.
 
 use ipam_provider_sdk::bindings::wasi::clocks::monotonic_clock;
 use ipam_provider_sdk::bindings::wasi::http::outgoing_handler;
-use ipam_provider_sdk::bindings::wasi::http::types::{Fields, OutgoingRequest, Scheme};
-use ipam_provider_sdk::http;
+use ipam_provider_sdk::bindings::wasi::http::types::{Fields, Method, OutgoingRequest, Scheme};
+use ipam_provider_sdk::{http, log, LogLevel};
 use serde::Deserialize;
 
 /// Bytes of one leaked header value or path.
@@ -25,12 +27,32 @@ pub enum LeakKind {
     Pollables,
     /// One header set, grown by 16 KiB values.
     OversizedHeaders,
+    /// Outgoing requests whose method is a custom one of the leak's size.
+    Methods,
+    /// Handles on the header set of one request (`headers()`), each a copy
+    /// of its 60 KiB as the host counts it.
+    HeaderHandles,
 }
 
-/// Create `count` resources of `kind`, holding every one (they are never
+/// Create `count` resources of `kind` (each of `size` bytes where the kind
+/// has a size, else [`LEAK_BYTES`]), holding every one (they are never
 /// dropped, not even when this returns), until the host refuses one: what
 /// the host answered, or that all were made.
-pub fn leak(kind: LeakKind, count: u32) -> String {
+pub fn leak(kind: LeakKind, count: u32, size: Option<usize>) -> String {
+    let size = size.unwrap_or(LEAK_BYTES);
+    // A method is a token: letters will do. Made once, passed by reference.
+    let method = Method::Other("M".repeat(size));
+    // The request whose header set `header-handles` takes handles on: 15
+    // values of 4 KiB (a request's headers are immutable once it is made).
+    let shared_headers = Fields::new();
+    if kind == LeakKind::HeaderHandles {
+        for n in 0..15 {
+            if let Err(error) = shared_headers.append(&format!("x-shared-{n}"), &[b's'; 4096]) {
+                return format!("{kind:?}: the shared header set was refused: {error:?}");
+            }
+        }
+    }
+    let shared = OutgoingRequest::new(shared_headers);
     let mut fields = Vec::new();
     let mut requests = Vec::new();
     let mut bodies = Vec::new();
@@ -77,13 +99,25 @@ pub fn leak(kind: LeakKind, count: u32) -> String {
                 .append(&format!("x-big-{made}"), &vec![b'b'; 16 * 1024])
                 .err()
                 .map(|e| format!("{e:?}")),
+            LeakKind::Methods => {
+                let request = OutgoingRequest::new(Fields::new());
+                let set = request.set_method(&method);
+                requests.push(request);
+                set.err().map(|()| "set-method refused".to_string())
+            }
+            LeakKind::HeaderHandles => {
+                fields.push(shared.headers());
+                None
+            }
         };
         if let Some(error) = refused {
             outcome = format!("{kind:?}: refused after {made}: {error}");
             break;
         }
     }
-    std::mem::forget((fields, requests, bodies, streams, pollables, oversized));
+    std::mem::forget((
+        fields, requests, bodies, streams, pollables, oversized, shared,
+    ));
     outcome
 }
 
@@ -130,4 +164,69 @@ pub fn fetch_each(urls: &[String]) -> Vec<String> {
 pub fn transfer(url: &str, upload: usize) -> Result<String, ipam_provider_sdk::Error> {
     let response = http::send("POST", url, &[], &vec![b'u'; upload])?;
     Ok(format!("{} {}", response.status, response.body.len()))
+}
+
+/// GET `url` (`http://host:port/path`) with a header of `header_bytes`,
+/// whatever the host answers to adding it: what the send was answered.
+pub fn send_refused_header(url: &str, header_bytes: usize) -> Result<String, String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url}: only http"))?;
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let headers = Fields::new();
+    let appended = headers.append("x-large", &vec![b'h'; header_bytes]);
+    let request = OutgoingRequest::new(headers);
+    request
+        .set_scheme(Some(&Scheme::Http))
+        .and_then(|()| request.set_authority(Some(authority)))
+        .and_then(|()| request.set_path_with_query(Some(path)))
+        .map_err(|()| format!("{url}: the request was refused"))?;
+    let sent = match outgoing_handler::handle(request, None) {
+        Err(error) => format!("send refused: {error:?}"),
+        Ok(future) => {
+            future.subscribe().block();
+            match future.get() {
+                Some(Ok(Ok(response))) => format!("answered {}", response.status()),
+                Some(Ok(Err(error))) => format!("failed: {error:?}"),
+                other => format!("no answer: {other:?}"),
+            }
+        }
+    };
+    Ok(format!("append: {:?}; {sent}", appended.err()))
+}
+
+/// Send `count` GETs to an origin of a `host_bytes` name and a path of
+/// `path_bytes` (on no allow-list: each is denied), waiting for each: how
+/// many were denied and how many authorities the host refused to take (the
+/// request then goes with a short unlisted one).
+pub fn denied_flood(count: u32, host_bytes: usize, path_bytes: usize) -> String {
+    let authority = format!("{}.test:9", "a".repeat(host_bytes));
+    let path = format!("/{}", "p".repeat(path_bytes));
+    let (mut denied, mut authority_refused, mut other) = (0, 0, 0);
+    for _ in 0..count {
+        let request = OutgoingRequest::new(Fields::new());
+        let _ = request.set_scheme(Some(&Scheme::Http));
+        if request.set_authority(Some(&authority)).is_err() {
+            authority_refused += 1;
+            let _ = request.set_authority(Some("unlisted.test:9"));
+        }
+        let _ = request.set_path_with_query(Some(&path));
+        let outcome = outgoing_handler::handle(request, None).map(|future| {
+            future.subscribe().block();
+            future.get()
+        });
+        match outcome {
+            Ok(Some(Ok(Err(_)))) | Err(_) => denied += 1,
+            _ => other += 1,
+        }
+    }
+    format!("denied {denied}, authority refused {authority_refused}, other {other}")
+}
+
+/// Log `lines` lines of `bytes` bytes each.
+pub fn log_flood(lines: u32, bytes: usize) {
+    let line = "l".repeat(bytes);
+    for _ in 0..lines {
+        log(LogLevel::Info, &line);
+    }
 }

@@ -26,18 +26,28 @@
 //!   response's status and body;
 //! - `credentials` (with `key`): the VPC id is the host's credential named
 //!   `key`;
-//! - `leak` (with `kind`: `fields`, `requests`, `bodies`, `pollables` or
-//!   `oversized-headers`, and `count`): `get-vpcs` creates that many host
-//!   resources of the kind through wasi:http or wasi:clocks (or grows one
-//!   header set that many times), holding every one (never dropped), and
-//!   fails with `other` naming what the host refused (or that all were made);
+//! - `leak` (with `kind`: `fields`, `requests`, `bodies`, `pollables`,
+//!   `oversized-headers`, `methods` or `header-handles`, `count`, and
+//!   optionally `size`, the bytes of each method or value): `get-vpcs`
+//!   creates that many host resources of the kind through wasi:http or
+//!   wasi:clocks (or grows one header set that many times), holding every one
+//!   (never dropped), and fails with `other` naming what the host refused (or
+//!   that all were made);
 //! - `abandon` (with `url`, `count`, `linger-ms`): `get-vpcs` starts `count`
 //!   GETs of the URL, waits `linger-ms`, and answers without reading or
 //!   dropping any; the VPC id says how many were started;
 //! - `fetch-each` (with `urls`): `get-vpcs` GETs every URL and answers one
 //!   VPC per URL whose id is the URL and its status or the guest's error;
 //! - `transfer` (with `url`, `upload`): `get-vpcs` POSTs `upload` bytes and
-//!   reads the whole answer; the VPC id is its status and length.
+//!   reads the whole answer; the VPC id is its status and length;
+//! - `send-refused-header` (with `url`, `header-bytes`): `get-vpcs` GETs the
+//!   URL with a header of that size, sending even when the host refused to
+//!   add it; the VPC id says what the append and the send were answered;
+//! - `denied-flood` (with `count`, `host-bytes`, `path-bytes`): `get-vpcs`
+//!   sends `count` GETs to an unlisted origin of that long a name, with that
+//!   long a path; the VPC id counts the denials and the refused authorities;
+//! - `log-flood` (with `lines`, `bytes`): `get-vpcs` logs that many lines of
+//!   that size, then answers `vpc-good`.
 //!
 //! The other modes LIE in their answers about instance `i-bad` alone, for the
 //! host's boundary checks (each must be refused with a typed error naming the
@@ -91,7 +101,11 @@ enum Mode {
     /// The VPC id is the credential named `key`.
     Credentials { key: String },
     /// Create `count` host resources of `kind` and never drop them.
-    Leak { kind: abuse::LeakKind, count: u32 },
+    Leak {
+        kind: abuse::LeakKind,
+        count: u32,
+        size: Option<usize>,
+    },
     /// Start `count` GETs of the URL and answer without waiting for them.
     #[serde(rename_all = "kebab-case")]
     Abandon {
@@ -103,6 +117,18 @@ enum Mode {
     FetchEach { urls: Vec<String> },
     /// POST `upload` bytes to the URL and read the whole answer.
     Transfer { url: String, upload: usize },
+    /// GET the URL with a header of `header-bytes`, refused or not.
+    #[serde(rename_all = "kebab-case")]
+    SendRefusedHeader { url: String, header_bytes: usize },
+    /// Send `count` requests to an unlisted origin with long names and paths.
+    #[serde(rename_all = "kebab-case")]
+    DeniedFlood {
+        count: u32,
+        host_bytes: usize,
+        path_bytes: usize,
+    },
+    /// Log `lines` lines of `bytes` each.
+    LogFlood { lines: u32, bytes: usize },
     /// i-bad's primary interface lists 192.168.7.7.
     AddressOutsideSubnet,
     /// i-bad has two interfaces both listing 10.0.1.77.
@@ -391,7 +417,26 @@ impl Provider for Misbehave {
                     String::from_utf8_lossy(&response.body)
                 ))])
             }
-            Mode::Leak { kind, count } => Err(Error::Other(abuse::leak(*kind, *count))),
+            Mode::Leak { kind, count, size } => {
+                Err(Error::Other(abuse::leak(*kind, *count, *size)))
+            }
+            Mode::SendRefusedHeader { url, header_bytes } => {
+                Ok(vec![vpc(abuse::send_refused_header(url, *header_bytes)
+                    .map_err(Error::InvalidArgument)?)])
+            }
+            Mode::DeniedFlood {
+                count,
+                host_bytes,
+                path_bytes,
+            } => Ok(vec![vpc(abuse::denied_flood(
+                *count,
+                *host_bytes,
+                *path_bytes,
+            ))]),
+            Mode::LogFlood { lines, bytes } => {
+                abuse::log_flood(*lines, *bytes);
+                Ok(vec![vpc(VPC.into())])
+            }
             Mode::Abandon {
                 url,
                 count,
@@ -841,6 +886,11 @@ mod tests {
             r#"{"mode": "leak", "kind": "pollables", "count": 3}"#,
             r#"{"mode": "abandon", "url": "http://127.0.0.1:9/", "count": 2, "linger-ms": 10}"#,
             r#"{"mode": "fetch-each", "urls": ["http://127.0.0.1:9/"]}"#,
+            r#"{"mode": "leak", "kind": "methods", "count": 3, "size": 10}"#,
+            r#"{"mode": "leak", "kind": "header-handles", "count": 3}"#,
+            r#"{"mode": "send-refused-header", "url": "http://127.0.0.1:9/", "header-bytes": 10}"#,
+            r#"{"mode": "denied-flood", "count": 2, "host-bytes": 10, "path-bytes": 10}"#,
+            r#"{"mode": "log-flood", "lines": 2, "bytes": 10}"#,
             r#"{"mode": "transfer", "url": "http://127.0.0.1:9/", "upload": 10}"#,
         ] {
             guest

@@ -92,6 +92,19 @@ fn assert_try_again(output: &Output, what: &str) {
     );
 }
 
+/// The agent's exit status; it must stop within 20 s (`when` says when, in
+/// the failure).
+fn exited(agent: &mut Running, when: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = agent.try_wait().expect("waiting for the agent") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "the agent still runs {when}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// status.ipam.used's addresses.
 fn used(node: &Value) -> BTreeSet<String> {
     node["status"]["ipam"]["used"]
@@ -354,17 +367,7 @@ async fn sigterm_answers_the_request_in_flight_before_stopping() {
         output.status,
         String::from_utf8_lossy(&output.stdout)
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = agent.try_wait().expect("waiting for the agent") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the agent did not stop after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exited(&mut agent, "after SIGTERM");
     assert!(status.success(), "a clean stop: {status}");
 }
 
@@ -458,17 +461,7 @@ async fn a_corrupt_state_file_stops_the_agent_and_is_left_as_it_is() {
     let corrupt = br#"{"allocations": [{"ip": "10.0.1.10", "container-id": "c1""#;
     std::fs::write(&state_file, corrupt).expect("a corrupt state file");
     let mut agent = node.setup.start(Some(&node.ns));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = agent.try_wait().expect("waiting for the agent") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the agent runs over a corrupt state file"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exited(&mut agent, "over a corrupt state file");
     assert!(!status.success(), "{status}");
     assert_eq!(
         std::fs::read(&state_file).expect("the state file is still there"),

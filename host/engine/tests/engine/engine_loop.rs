@@ -44,6 +44,28 @@ fn transient() -> ProviderError {
     ProviderError::Transient("the cloud hiccupped".into())
 }
 
+/// The milliseconds between the engine's first `failures` failed passes,
+/// one at a time, each within 30 s of the last.
+async fn waits_between_failures(running: &Running, failures: usize) -> Vec<u64> {
+    let mut state = running.watch();
+    let mut failed_at = Vec::new();
+    while failed_at.len() < failures {
+        let seen = state.borrow_and_update().failed_passes;
+        if seen > failed_at.len() as u64 {
+            assert_eq!(seen, failed_at.len() as u64 + 1, "one failure at a time");
+            failed_at.push(Instant::now());
+        }
+        tokio::time::timeout(Duration::from_secs(30), state.changed())
+            .await
+            .expect("the next failure comes within 30 s")
+            .unwrap();
+    }
+    failed_at
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis() as u64)
+        .collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failing_node_backs_off_doubling_up_to_the_cap() {
     let fake = Arc::new(FakeCloud::standard(1));
@@ -55,23 +77,7 @@ async fn a_failing_node_backs_off_doubling_up_to_the_cap() {
         ..LoopSettings::default()
     };
     let running = run(fake.clone(), &store, config);
-    let mut state = running.watch();
-    let mut failed_at = Vec::new();
-    while failed_at.len() < 5 {
-        let seen = state.borrow_and_update().failed_passes;
-        if seen > failed_at.len() as u64 {
-            assert_eq!(seen, failed_at.len() as u64 + 1, "one failure at a time");
-            failed_at.push(Instant::now());
-        }
-        tokio::time::timeout(Duration::from_secs(30), state.changed())
-            .await
-            .expect("the next failure comes within the cap")
-            .unwrap();
-    }
-    let waits: Vec<u64> = failed_at
-        .windows(2)
-        .map(|w| (w[1] - w[0]).as_millis() as u64)
-        .collect();
+    let waits = waits_between_failures(&running, 5).await;
     for (wait, expected) in waits.iter().zip([1_000, 2_000, 4_000, 4_000]) {
         assert!(
             (expected..expected + 50).contains(wait),
@@ -107,23 +113,7 @@ async fn a_failing_nodes_backoff_holds_against_its_watch_events() {
             }
         }
     });
-    let mut state = running.watch();
-    let mut failed_at = Vec::new();
-    while failed_at.len() < 4 {
-        let seen = state.borrow_and_update().failed_passes;
-        if seen > failed_at.len() as u64 {
-            assert_eq!(seen, failed_at.len() as u64 + 1, "one failure at a time");
-            failed_at.push(Instant::now());
-        }
-        tokio::time::timeout(Duration::from_secs(30), state.changed())
-            .await
-            .expect("the next failure comes within 30 s")
-            .unwrap();
-    }
-    let waits: Vec<u64> = failed_at
-        .windows(2)
-        .map(|w| (w[1] - w[0]).as_millis() as u64)
-        .collect();
+    let waits = waits_between_failures(&running, 4).await;
     for (wait, expected) in waits.iter().zip([1_000, 2_000, 4_000]) {
         assert!(
             (expected..expected + 150).contains(wait),

@@ -9,7 +9,7 @@
 //! `status.azure.interfaces`. cilium-agent looks up each pool entry's
 //! `resource` there, or hands out no address.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use ipam_ciliumnode::go_agent;
@@ -18,25 +18,26 @@ use ipam_tests::fake_apiserver::{FakeApiServer, CILIUMNODES};
 use ipam_tests::moto::Moto;
 use serde_json::{json, Value};
 
-use crate::support::{free_port, terminate, write_kubeconfig};
+use crate::support::{operator_run, terminate, write_kubeconfig};
 
 const PRE_ALLOCATE: u64 = 4;
 
-/// The operator with `args` against `server`, logging to `log`.
-fn start(server_kubeconfig: &std::path::Path, dir: &std::path::Path, args: &[String]) -> Child {
+/// The operator with `args` against the API server of `kubeconfig`,
+/// logging to `operator.log` in `dir`.
+fn start(kubeconfig: &std::path::Path, dir: &std::path::Path, args: &[String]) -> Child {
     let log = std::fs::File::create(dir.join("operator.log")).expect("a log file");
-    Command::new(env!("CARGO_BIN_EXE_ipam-operator"))
-        .arg("run")
-        .args(args)
-        .arg(format!("--kubeconfig={}", server_kubeconfig.display()))
-        .arg(format!("--listen=127.0.0.1:{}", free_port()))
-        .args(["--identity=beside-cilium", "--lease-namespace=kube-system"])
-        .args(["--retry-period-seconds=1", "--resync-seconds=5"])
-        .env("IPAM_CACHE_DIR", dir.join("cache"))
-        .env("IPAM_COMPONENTS_DIR", ipam_tests::components_dir())
-        .env("IPAM_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+    let mut args = args.to_vec();
+    args.extend(
+        [
+            "--identity=beside-cilium",
+            "--lease-namespace=kube-system",
+            "--retry-period-seconds=1",
+            "--resync-seconds=5",
+        ]
+        .map(String::from),
+    );
+    operator_run(dir, kubeconfig, &args)
+        // A file, not a pipe: nothing has to read it while it runs.
         .stderr(log)
         .spawn()
         .expect("the operator starts")

@@ -10,7 +10,7 @@ use ipam_kvstore::testing::EtcdServer;
 use ipam_tests::fake_apiserver::{in_namespace, FakeApiServer, ENDPOINTSLICES, SERVICES};
 use serde_json::json;
 
-use crate::support::{free_port, http_get, terminate, write_kubeconfig};
+use crate::support::{free_port, http_get, operator_run, terminate, write_kubeconfig};
 
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
 const SERVICE_KEY: &str = "cilium/state/services/v1/east/shop/cart";
@@ -191,17 +191,9 @@ async fn refused_start(etcd: &[String]) -> (std::process::ExitStatus, String) {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     write_kubeconfig(&kubeconfig, api);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ipam-operator"))
-        .args(["run", "--provider", "mock", "--leader-elect=false"])
-        .args(etcd)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
-        .env("IPAM_CACHE_DIR", dir.path().join("cache"))
-        .env("IPAM_COMPONENTS_DIR", ipam_tests::components_dir())
-        .env("IPAM_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+    let mut args = vec!["--provider=mock".to_string(), "--leader-elect=false".into()];
+    args.extend_from_slice(etcd);
+    let mut child = operator_run(dir.path(), &kubeconfig, &args)
         .spawn()
         .expect("the operator starts");
     let stderr = child.stderr.take().expect("piped stderr");

@@ -12,7 +12,7 @@ use fake_apiserver::{FakeApiServer, CILIUMNODES};
 use ipam_ciliumnode::go_agent;
 use serde_json::json;
 
-use crate::support::{free_port, http_get, terminate, write_kubeconfig};
+use crate::support::{free_port, http_get, operator_run, terminate, write_kubeconfig};
 
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
 
@@ -159,17 +159,12 @@ async fn endpoint_gc_with_interval(seconds: u64) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     write_kubeconfig(&kubeconfig, api);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ipam-operator"))
-        .args(["run", "--provider", "mock", "--leader-elect=false"])
-        .arg(format!("--cilium-endpoint-gc-interval-seconds={seconds}"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
-        .env("IPAM_CACHE_DIR", dir.path().join("cache"))
-        .env("IPAM_COMPONENTS_DIR", ipam_tests::components_dir())
-        .env("IPAM_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+    let args = [
+        "--provider=mock".to_string(),
+        "--leader-elect=false".into(),
+        format!("--cilium-endpoint-gc-interval-seconds={seconds}"),
+    ];
+    let mut child = operator_run(dir.path(), &kubeconfig, &args)
         .spawn()
         .expect("the operator starts");
     let stderr = drain(child.stderr.take().expect("piped stderr"));

@@ -1,7 +1,8 @@
 //! What both process tests need: a free port, a GET against the operator's
 //! endpoints, a kubeconfig for the fake API server.
 
-use std::process::{Child, Command, ExitStatus};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 pub use ipam_health_http::probe::get as http_get;
@@ -29,4 +30,23 @@ pub async fn terminate(child: &mut Child) -> ExitStatus {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("the operator did not stop within 10 s of SIGTERM");
+}
+
+/// `ipam-operator run ARGS` against the API server of `kubeconfig`, with
+/// its cache under `dir`, the built components, its endpoints on a free
+/// port, logging at info to a piped stderr (not yet started).
+pub fn operator_run(dir: &Path, kubeconfig: &Path, args: &[String]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ipam-operator"));
+    command
+        .arg("run")
+        .args(args)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--listen=127.0.0.1:{}", free_port()))
+        .env("IPAM_CACHE_DIR", dir.join("cache"))
+        .env("IPAM_COMPONENTS_DIR", ipam_tests::components_dir())
+        .env("IPAM_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
 }

@@ -248,7 +248,7 @@ async fn the_engine_serves_the_honest_node_and_no_lie_reaches_a_ciliumnode() {
             store.clone(),
             engine_settings(false),
         );
-        for _ in 0..3 {
+        for round in 0..3 {
             cache
                 .resync_all(provider.as_ref())
                 .await
@@ -258,14 +258,17 @@ async fn the_engine_serves_the_honest_node_and_no_lie_reaches_a_ciliumnode() {
                 .await
                 .unwrap_or_else(|e| panic!("{mode}: n-good: {e}"));
             // The liar's node gets nothing from the lie: a listing's lie
-            // leaves its instance out (the pass is blocked on it), an
-            // answer's lie fails the pass.
+            // leaves its instance out (every pass is blocked on it); an
+            // answer's lie fails the pass that got it (the next passes see
+            // what the instance truly holds).
             let bad_pass = engine.maintain("n-bad", 0).await;
             let refused = match &bad_pass {
                 Err(_) => true,
                 Ok(pass) => matches!(pass.steps.last(), Some(ipam_engine::Step::Blocked(_))),
             };
-            assert!(refused, "{mode}: n-bad's pass: {bad_pass:?}");
+            if round == 0 || mode != "assign-more" {
+                assert!(refused, "{mode}: n-bad's pass {round}: {bad_pass:?}");
+            }
         }
         let good = store.get("n-good").await.unwrap().unwrap();
         assert_eq!(good.spec.ipam.pool.len(), 4, "{mode}: n-good is served");

@@ -212,7 +212,7 @@ async fn refused_start(etcd: &[String]) -> (std::process::ExitStatus, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wrong_etcd_address_or_password_stops_the_start() {
+async fn a_wrong_etcd_address_password_or_ca_stops_the_start() {
     // Nothing listens there.
     let closed = format!("http://127.0.0.1:{}", free_port());
     let (status, logs) = refused_start(&["--etcd-endpoints".into(), closed.clone()]).await;
@@ -237,6 +237,24 @@ async fn a_wrong_etcd_address_or_password_stops_the_start() {
         "--etcd-username".into(),
         "root".into(),
         format!("--etcd-password-file={}", password.display()),
+    ])
+    .await;
+    assert!(!status.success(), "{status}");
+    assert!(logs.contains("connecting to etcd"), "{logs}");
+
+    // A TLS etcd whose serving certificate comes from another CA than the
+    // one the operator is told to trust.
+    let tls = EtcdServer::start_tls().await;
+    let other = EtcdServer::start_tls().await;
+    let files = tls.config().tls.expect("a TLS config");
+    let (cert, key) = files.client.expect("a client certificate");
+    let other_ca = other.config().tls.and_then(|t| t.ca).expect("the other CA");
+    let (status, logs) = refused_start(&[
+        "--etcd-endpoints".into(),
+        tls.endpoint(),
+        format!("--etcd-ca-file={}", other_ca.display()),
+        format!("--etcd-cert-file={}", cert.display()),
+        format!("--etcd-key-file={}", key.display()),
     ])
     .await;
     assert!(!status.success(), "{status}");

@@ -330,6 +330,19 @@ fn helm_template(values: &[&Path]) -> Vec<Value> {
     documents(&String::from_utf8_lossy(&output.stdout))
 }
 
+/// What `helm template` says when it refuses `values` (it must).
+fn refused_values(values: &Path) -> String {
+    let output = helm([
+        OsStr::new("template"),
+        OsStr::new("t"),
+        chart().as_os_str(),
+        OsStr::new("--values"),
+        values.as_os_str(),
+    ]);
+    assert!(!output.status.success(), "{} renders", values.display());
+    stderr(&output)
+}
+
 #[test]
 fn the_helm_chart_lints_and_every_example_renders_least_privilege_objects() {
     let examples = examples();
@@ -386,15 +399,8 @@ fn the_helm_chart_passes_the_ipam_mode_and_refuses_an_unknown_one() {
         "provider:\n  image: x\n  ipamMode: alibabacloud\n",
     )
     .expect("values written");
-    let output = helm([
-        OsStr::new("template"),
-        OsStr::new("t"),
-        chart().as_os_str(),
-        OsStr::new("--values"),
-        unknown.as_os_str(),
-    ]);
-    assert!(!output.status.success(), "an unknown mode renders");
-    assert!(stderr(&output).contains("ipamMode"), "{}", stderr(&output));
+    let refused = refused_values(&unknown);
+    assert!(refused.contains("ipamMode"), "{refused}");
 }
 
 #[test]
@@ -416,19 +422,8 @@ fn the_helm_chart_passes_rate_overrides_and_refuses_malformed_ones() {
     let malformed = dir.path().join("malformed.yaml");
     std::fs::write(&malformed, "provider:\n  image: x\n  rateGlobalCap: fast\n")
         .expect("values written");
-    let output = helm([
-        OsStr::new("template"),
-        OsStr::new("t"),
-        chart().as_os_str(),
-        OsStr::new("--values"),
-        malformed.as_os_str(),
-    ]);
-    assert!(!output.status.success(), "a malformed cap renders");
-    assert!(
-        stderr(&output).contains("rateGlobalCap"),
-        "{}",
-        stderr(&output)
-    );
+    let refused = refused_values(&malformed);
+    assert!(refused.contains("rateGlobalCap"), "{refused}");
 }
 
 #[test]

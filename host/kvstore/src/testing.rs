@@ -125,6 +125,23 @@ impl EtcdServer {
             .expect("connect to the test etcd")
     }
 
+    /// Turn authentication on with one user, `user`, holding etcd's root
+    /// role: from then on a key needs the user's password.
+    pub async fn enable_auth(&self, user: &str, password: &str) {
+        let mut admin = self.client().await.raw();
+        // The root role may already be there; the grant below needs it.
+        let _ = admin.role_add("root").await;
+        admin
+            .user_add(user, password, None)
+            .await
+            .expect("the user");
+        admin
+            .user_grant_role(user, "root")
+            .await
+            .expect("the root role");
+        admin.auth_enable().await.expect("auth on");
+    }
+
     async fn spawn(&mut self) {
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let log = std::fs::File::create(self.data.path().join("etcd.log")).expect("etcd log file");

@@ -39,9 +39,12 @@ impl Schedule {
         if let Some(old) = self.deficit.insert(name.to_string(), deficit) {
             self.queue.remove(&(Reverse(old), name.to_string()));
         }
+        // A held node is queued when its hold ends, with the deficit it has
+        // then.
         if self.hold_of.contains_key(name) {
-            // Queued when the hold ends, with the deficit it has then.
-        } else if self.running.contains(name) {
+            return;
+        }
+        if self.running.contains(name) {
             self.again.insert(name.to_string());
         } else {
             self.queue.insert((Reverse(deficit), name.to_string()));

@@ -353,6 +353,27 @@ async fn token_request(
 }
 
 /// Entra ID's token endpoint of `tenant_id` (v2.0, client credentials).
+/// A token from Entra ID's token endpoint of `tenant_id`, for the form
+/// `body` of a client-secret or workload-identity request.
+async fn entra_token(
+    config: &AzureCredentialConfig,
+    source_name: &'static str,
+    tenant_id: &str,
+    body: String,
+) -> Result<Credentials, AzureCredentialError> {
+    let form_header = [(FORM.0, FORM.1.to_string())];
+    let url = entra_token_url(config, tenant_id);
+    token_request(
+        &config.trust,
+        source_name,
+        Method::POST,
+        url,
+        &form_header,
+        body,
+    )
+    .await
+}
+
 fn entra_token_url(config: &AzureCredentialConfig, tenant_id: &str) -> String {
     format!(
         "{}{}/oauth2/v2.0/token",
@@ -381,7 +402,6 @@ pub async fn fetch(
     source: &AzureSource,
     config: &AzureCredentialConfig,
 ) -> Result<Credentials, AzureCredentialError> {
-    let form_header = [(FORM.0, FORM.1.to_string())];
     match source {
         AzureSource::ClientSecret {
             tenant_id,
@@ -394,16 +414,7 @@ pub async fn fetch(
                 ("client_secret", secret),
                 ("scope", ARM_SCOPE),
             ]);
-            let url = entra_token_url(config, tenant_id);
-            token_request(
-                &config.trust,
-                source.name(),
-                Method::POST,
-                url,
-                &form_header,
-                body,
-            )
-            .await
+            entra_token(config, source.name(), tenant_id, body).await
         }
         AzureSource::WorkloadIdentity {
             tenant_id,
@@ -418,16 +429,7 @@ pub async fn fetch(
                 ("client_assertion", &assertion),
                 ("scope", ARM_SCOPE),
             ]);
-            let url = entra_token_url(config, tenant_id);
-            token_request(
-                &config.trust,
-                source.name(),
-                Method::POST,
-                url,
-                &form_header,
-                body,
-            )
-            .await
+            entra_token(config, source.name(), tenant_id, body).await
         }
         AzureSource::ManagedIdentity { client_id } => {
             let url = imds_token_url(config, client_id.as_deref());

@@ -223,11 +223,7 @@ async fn a_wrong_etcd_address_password_or_ca_stops_the_start() {
     );
 
     let etcd = EtcdServer::start().await;
-    let mut admin = etcd.client().await.raw();
-    let _ = admin.role_add("root").await;
-    admin.user_add("root", "s3cret", None).await.unwrap();
-    admin.user_grant_role("root", "root").await.unwrap();
-    admin.auth_enable().await.unwrap();
+    etcd.enable_auth("root", "s3cret").await;
     let dir = tempfile::tempdir().unwrap();
     let password = dir.path().join("password");
     std::fs::write(&password, "wrong").unwrap();

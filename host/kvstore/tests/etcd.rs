@@ -517,3 +517,122 @@ async fn a_listing_longer_than_a_page_comes_whole_and_in_order() {
         "in key order"
     );
 }
+
+/// A store whose leases are short, so their keep-alives (every third of the
+/// TTL) come often enough to be watched within a test.
+async fn short_lease_store(etcd: &EtcdServer) -> EtcdStore {
+    let config = ipam_kvstore::config::EtcdConfig {
+        lease_ttl: Duration::from_secs(3),
+        lock_ttl: Duration::from_secs(3),
+        ..etcd.config()
+    };
+    EtcdStore::connect(&config).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keep_alive_stream_broken_by_an_etcd_crash_is_reopened_and_the_lease_lives_on() {
+    let mut etcd = EtcdServer::start().await;
+    let store = short_lease_store(&etcd).await;
+    let key = "cilium/state/services/v1/c/ns/a";
+    store.put_leased(key, b"{}".to_vec()).await.unwrap();
+    let lease = store.session_lease();
+
+    // The keep-alive stream dies with etcd. A restarted etcd gives every
+    // lease a full TTL again (3 s): the lease outlives three TTLs after it
+    // only if keep-alives reach etcd again over a reopened stream.
+    etcd.kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    etcd.restart().await;
+    let watcher = etcd.client().await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(9);
+    while tokio::time::Instant::now() < until {
+        assert!(
+            ttl_of(&watcher, lease).await > 0,
+            "the session lease expired after the restart: its keep-alives stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        store.session_lease(),
+        lease,
+        "the same lease, never replaced"
+    );
+    let kv = store
+        .get(key)
+        .await
+        .unwrap()
+        .expect("the key outlives the crash");
+    assert_eq!(kv.lease, lease);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_gone_without_a_write_brings_back_the_heartbeat_and_every_service_and_the_locks() {
+    let etcd = EtcdServer::start().await;
+    let store = short_lease_store(&etcd).await;
+    let keys = [
+        HEARTBEAT_KEY,
+        "cilium/state/services/v1/c/ns/a",
+        "cilium/state/services/v1/c/ns/b",
+        "cilium/state/services/v1/c/other/c",
+    ];
+    for key in keys {
+        store
+            .put_leased(key, key.as_bytes().to_vec())
+            .await
+            .unwrap();
+    }
+    let old = store.session_lease();
+    let old_locks = store
+        .lock("cilium/state/identities/v1/locks/x")
+        .await
+        .unwrap();
+    store.unlock(old_locks.clone()).await.unwrap();
+
+    // Both leases vanish behind the store's back (as when they expire while
+    // etcd is out of reach), and nothing is written afterwards: the
+    // keep-alives alone must notice.
+    let other = etcd.client().await;
+    other.raw().lease_revoke(old).await.unwrap();
+    other.raw().lease_revoke(old_locks.lease).await.unwrap();
+    for key in keys {
+        assert!(
+            store.get(key).await.unwrap().is_none(),
+            "{key} went with its lease"
+        );
+    }
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut back = Vec::new();
+        for key in keys {
+            if let Some(kv) = store.get(key).await.unwrap() {
+                back.push((key, kv.lease, kv.value));
+            }
+        }
+        let new = store.session_lease();
+        if new != old
+            && back.len() == keys.len()
+            && back
+                .iter()
+                .all(|(key, lease, value)| *lease == new && value == key.as_bytes())
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every key came back on a new lease: {back:?} (lease {new:x}, old {old:x})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let lock = store
+        .lock("cilium/state/identities/v1/locks/x")
+        .await
+        .unwrap();
+    assert_ne!(
+        lock.lease, old_locks.lease,
+        "locks are taken on a new lock lease"
+    );
+    assert!(ttl_of(&other, lock.lease).await > 0);
+    store.unlock(lock).await.unwrap();
+}

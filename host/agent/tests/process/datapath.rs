@@ -5,7 +5,9 @@
 //! traffic passes and is counted, a spoofed source is dropped and counted;
 //! a SIGKILLed and restarted agent drops not one packet of a running
 //! stream; a pinned map with another layout is re-created at start and the
-//! running pod's endpoint written into it again.
+//! running pod's endpoint written into it again; an upgrade from an older
+//! layout's pins drops no spoofed and loses no own datagram, and removes the
+//! older pins only after this run's program is on the pod's interface.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -499,5 +501,141 @@ async fn a_pinned_map_with_another_layout_is_recreated_and_its_endpoints_written
     spoof(&pod);
     assert_eq!(send(&pod, &node, SPOOFED, 2), 0, "spoofed source dropped");
     del_pod(&node, "pod-l", &pod, &result);
+    kill(&mut agent);
+}
+
+/// Sends from `source` in the pod every 200 µs for `length`; how many it
+/// sent and the datagrams that arrived (by number).
+fn stream(
+    pod: &NetNs,
+    node: &NodeNs,
+    source: Ipv4Addr,
+    length: Duration,
+) -> std::thread::JoinHandle<(u64, std::collections::BTreeSet<u64>)> {
+    let receiver = receiver(node);
+    let to: SocketAddr = receiver.local_addr().expect("address");
+    let sender = sender(pod, source);
+    std::thread::spawn(move || {
+        let receiving = std::thread::spawn(move || {
+            let mut received = std::collections::BTreeSet::new();
+            let mut buffer = [0u8; 16];
+            while let Ok((8, _)) = receiver.recv_from(&mut buffer) {
+                let mut number = [0u8; 8];
+                number.copy_from_slice(&buffer[..8]);
+                received.insert(u64::from_be_bytes(number));
+            }
+            received
+        });
+        let mut sent = 0u64;
+        let until = Instant::now() + length;
+        while Instant::now() < until {
+            sender
+                .send_to(&sent.to_be_bytes(), to)
+                .expect("send from the pod");
+            sent += 1;
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        (sent, receiving.join().expect("the receiving thread"))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upgrade_from_another_layout_leaves_no_pod_unchecked_and_the_older_pins_go_after() {
+    let bpffs = TestBpffs::new("upgrade");
+    let node = datapath_node(&bpffs).await;
+    let mut agent = node.setup.start(Some(&node.ns));
+    node.setup.wait_ready(Some(&node.ns), &mut agent);
+    let pod = NetNs::create_unique("ipam-pod").expect("a pod namespace");
+    let result = add_pod(&node, "pod-u", &pod);
+    let veth = host_veth(&result);
+    let older_program = tcx_program_ids(&node, &veth);
+    kill(&mut agent);
+
+    // What an older build with another map layout leaves while it is
+    // replaced: its maps and its program's pinned link in its own
+    // `v<N>` folder; its program still checks the pod.
+    let pins = bpffs.pins();
+    let older = pins.path().parent().expect("the pin base").join("v1");
+    assert_ne!(pins.path(), older.as_path(), "this build is layout 1");
+    std::fs::rename(pins.path(), &older).expect("renaming this build's pins to an older layout's");
+    spoof(&pod);
+    assert_eq!(
+        send(&pod, &node, SPOOFED, 2),
+        0,
+        "the older program drops a spoofed source"
+    );
+
+    // Spoofed and own traffic flow while the new build starts: no spoofed
+    // datagram passes and the pod's own all do. (The kernel detaches an
+    // unpinned link from a work queue, after the new link is usually on,
+    // so the streams cannot tell the agent's order: its log does, below.)
+    let spoofed = stream(&pod, &node, SPOOFED, Duration::from_secs(4));
+    let own = stream(&pod, &node, POD_ADDRESS, Duration::from_secs(4));
+    std::thread::sleep(Duration::from_millis(500));
+    let log_path = bpffs.0.with_extension("log");
+    let log = std::fs::File::create(&log_path).expect("the agent's log file");
+    let mut agent = node
+        .setup
+        .start_through(Some(&node.ns), &[], std::process::Stdio::from(log));
+    node.setup.wait_ready(Some(&node.ns), &mut agent);
+    let ready_at = Instant::now();
+    let (spoofed_sent, spoofed_passed) = spoofed.join().expect("the spoofed stream");
+    let (own_sent, own_passed) = own.join().expect("the pod's own stream");
+    assert!(
+        ready_at + Duration::from_millis(500) < Instant::now(),
+        "the new agent was ready only as the streams ended: nothing was tested across the switch"
+    );
+    assert!(
+        spoofed_sent > 1000 && own_sent > 1000,
+        "thin streams: {spoofed_sent}, {own_sent}"
+    );
+    assert!(
+        spoofed_passed.is_empty(),
+        "{} of {spoofed_sent} spoofed datagrams passed during the upgrade, first {:?}",
+        spoofed_passed.len(),
+        spoofed_passed.iter().take(10).collect::<Vec<_>>()
+    );
+    let lost: Vec<u64> = (0..own_sent).filter(|n| !own_passed.contains(n)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {own_sent} of the pod's own datagrams lost, first {:?}",
+        lost.len(),
+        &lost[..lost.len().min(10)]
+    );
+
+    assert!(
+        !older.exists(),
+        "the older layout's pins are still at {}",
+        older.display()
+    );
+    let log = std::fs::read_to_string(&log_path).expect("the agent's log");
+    let _ = std::fs::remove_file(&log_path);
+    let line_of = |text: &str| log.lines().position(|line| line.contains(text));
+    let restored = line_of("endpoint restored")
+        .unwrap_or_else(|| panic!("no endpoint restored in the agent's log:\n{log}"));
+    let removed = line_of("pins of another map layout removed")
+        .unwrap_or_else(|| panic!("the older pins' removal is not in the agent's log:\n{log}"));
+    assert!(
+        restored < removed
+            && log
+                .lines()
+                .nth(restored)
+                .is_some_and(|line| line.contains(&veth)),
+        "the older layout's pins went before this build's program was on {veth}:\n{log}"
+    );
+    let now = tcx_program_ids(&node, &veth);
+    assert_eq!(now.len(), 1, "only this build's program on {veth}: {now:?}");
+    assert_ne!(now, older_program, "{veth} still runs the older program");
+    assert_eq!(
+        send(&pod, &node, SPOOFED, 2),
+        0,
+        "spoofed source dropped after"
+    );
+    assert_eq!(
+        send(&pod, &node, POD_ADDRESS, 3),
+        3,
+        "own source passes after"
+    );
+    del_pod(&node, "pod-u", &pod, &result);
     kill(&mut agent);
 }

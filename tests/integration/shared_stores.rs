@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use ipam_clustermesh::convert::{GLOBAL, SERVICE_NAME_LABEL};
 use ipam_clustermesh::{
-    keys, CiliumNodesView, ClusterInfo, NodesSettings, NodesStore, ServicesSettings, ServicesStore,
-    ServicesView,
+    keys, AgentPodsView, CiliumNodesView, ClusterInfo, NodesSettings, NodesStore, PodLabels,
+    ServicesSettings, ServicesStore, ServicesView,
 };
 use ipam_duty::{run_while_leading, Duty, DutyMetrics};
 use ipam_kvstore::memory::MemoryStore;
 use ipam_kvstore::SharedStore;
-use ipam_tests::fake_apiserver::{in_namespace, FakeApiServer, CILIUMNODES};
+use ipam_tests::fake_apiserver::{in_namespace, FakeApiServer, CILIUMNODES, PODS};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -160,13 +160,32 @@ async fn the_services_store_follows_services_and_their_slices() {
     .await;
 }
 
+/// A pod on `node` in kube-system, running, with `labels`.
+fn running_pod(name: &str, node: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "kube-system", "labels": labels},
+           "spec": {"nodeName": node, "containers": []},
+           "status": {"phase": "Running"}})
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_nodes_store_deletes_the_keys_of_nodes_that_are_gone() {
+async fn the_nodes_store_deletes_the_keys_of_nodes_that_are_gone_once_their_agent_stops() {
     let (client, server) = FakeApiServer::start();
     server.put(CILIUMNODES, cilium_node("n1"));
     server.put(CILIUMNODES, cilium_node("n2"));
+    let pods = in_namespace(PODS, "kube-system");
+    // n4 has no CiliumNode but cilium-agent runs there; n3 only runs
+    // another pod, which the selector leaves out.
+    server.put(
+        &pods,
+        running_pod("cilium-x", "n4", json!({"k8s-app": "cilium"})),
+    );
+    server.put(
+        &pods,
+        running_pod("other", "n3", json!({"k8s-app": "other"})),
+    );
     let kvstore = Arc::new(MemoryStore::new());
-    for name in ["n1", "n2", "n3"] {
+    for name in ["n1", "n2", "n3", "n4"] {
         let value = json!({"Name": name, "Cluster": "c1"}).to_string();
         kvstore
             .put_leased(&keys::node("c1", name), value.into_bytes())
@@ -175,22 +194,43 @@ async fn the_nodes_store_deletes_the_keys_of_nodes_that_are_gone() {
     }
 
     let view = Arc::new(CiliumNodesView::new());
-    tokio::spawn(view.clone().follow(client));
+    tokio::spawn(view.clone().follow(client.clone()));
+    let agents = Arc::new(AgentPodsView::new());
+    let labels: PodLabels = "k8s-app=cilium".parse().expect("labels");
+    tokio::spawn(agents.clone().follow(client, "kube-system".into(), labels));
     let _leader = lead({
-        let (view, store) = (view.clone(), kvstore.clone());
-        let settings = NodesSettings::new(cluster());
+        let (view, agents, store) = (view.clone(), agents.clone(), kvstore.clone());
+        let mut settings = NodesSettings::new(cluster());
+        settings.grace = Duration::from_secs(1);
         move || {
             let store: Arc<dyn SharedStore> = store.clone();
-            NodesStore::new(settings.clone(), view.clone(), store)
+            NodesStore::new(settings.clone(), view.clone(), agents.clone(), store)
         }
     });
 
-    eventually("the node with no CiliumNode is deleted at start", || {
-        kvstore.keys() == [keys::node("c1", "n1"), keys::node("c1", "n2")]
-    })
+    eventually(
+        "the node with no CiliumNode and no agent is deleted after its grace",
+        || {
+            kvstore.keys()
+                == [
+                    keys::node("c1", "n1"),
+                    keys::node("c1", "n2"),
+                    keys::node("c1", "n4"),
+                ]
+        },
+    )
     .await;
     server.delete(CILIUMNODES, "n2");
     eventually("the deleted CiliumNode's key is deleted", || {
+        !kvstore.keys().contains(&keys::node("c1", "n2"))
+    })
+    .await;
+    assert!(
+        kvstore.keys().contains(&keys::node("c1", "n4")),
+        "cilium-agent runs on n4"
+    );
+    server.delete(&pods, "cilium-x");
+    eventually("n4's key goes a grace after its agent stopped", || {
         kvstore.keys() == [keys::node("c1", "n1")]
     })
     .await;

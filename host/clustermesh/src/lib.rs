@@ -80,6 +80,7 @@
 //! # }
 //! ```
 
+pub mod agent_pods;
 pub mod cluster;
 pub mod convert;
 pub mod node;
@@ -90,6 +91,7 @@ pub mod services;
 #[cfg(test)]
 mod testing;
 
+pub use agent_pods::{AgentPodsView, PodLabels, PodLabelsError};
 pub use cluster::{keys, ClusterError, ClusterInfo};
 pub use node::{AgentNode, Cidr, NodeAddress, NodeValueError};
 pub use nodes::{CiliumNodesView, NodesSettings, NodesStore};

@@ -7,11 +7,16 @@
 //!   a watch ([`CiliumNodesView::follow`]; tests feed
 //!   [`CiliumNodesView::event`]) and reports each one deleted.
 //! - [`NodesStore`] is the `nodes-store` duty: each round sweeps this
-//!   cluster's node keys (deleting those whose name has no CiliumNode),
-//!   then deletes a node's key as its CiliumNode goes, until the interval
-//!   ends. A sweep never runs on an unsynced view (the duty waits for it)
-//!   and deletes nothing when there are no CiliumNodes at all: that is
-//!   far likelier a watch gone wrong than a cluster with no nodes.
+//!   cluster's node keys (deleting those whose name has had no CiliumNode
+//!   for the grace, [`NodesSettings::grace`]: an agent writes its key
+//!   seconds before its CiliumNode appears), then deletes a node's key as
+//!   its CiliumNode goes, until the interval ends. A node on which an agent
+//!   pod runs ([`AgentPodsView`](crate::agent_pods::AgentPodsView)) keeps
+//!   its key either way, and is looked at again a grace later: the agent
+//!   would write it again at once. A sweep never runs on unsynced views
+//!   (the duty waits for them) and deletes nothing when there are no
+//!   CiliumNodes at all: that is far likelier a watch gone wrong than a
+//!   cluster with no nodes.
 //!   Malformed values are logged with their key and judged by their key
 //!   alone: a value is never deleted for its shape.
 
@@ -29,10 +34,12 @@ use ipam_ciliumnode::kube::api_resource;
 use ipam_duty::{Duty, RoundReport};
 use ipam_kvstore::{KeyValue, KvError, SharedStore};
 
+use crate::agent_pods::AgentPodsView;
 use crate::cluster::{keys, ClusterInfo};
 use crate::node::{AgentNode, NodeValueError};
 use crate::round::{round, Heard, Incremental};
 use crate::services::forward;
+use grace::Waiting;
 
 #[derive(Default)]
 struct Names {
@@ -138,6 +145,10 @@ pub struct NodesSettings {
     /// How soon a failed kvstore operation is followed by a sweep; default
     /// 5 seconds.
     pub retry_interval: Duration,
+    /// How long sweeps must find a key without a CiliumNode (at the same
+    /// revision) before deleting it; default 1 minute, as cilium-operator
+    /// waits after it sees a node key written.
+    pub grace: Duration,
 }
 
 impl NodesSettings {
@@ -146,6 +157,7 @@ impl NodesSettings {
             cluster,
             interval: Duration::from_secs(300),
             retry_interval: Duration::from_secs(5),
+            grace: Duration::from_secs(60),
         }
     }
 }
@@ -200,7 +212,9 @@ pub(crate) fn sweep(cluster: &str, listed: &[KeyValue], nodes: &BTreeSet<String>
 pub struct NodesStore {
     settings: NodesSettings,
     view: Arc<CiliumNodesView>,
+    agents: Arc<AgentPodsView>,
     store: Arc<dyn SharedStore>,
+    waiting: Waiting,
     deleted: broadcast::Receiver<String>,
     /// Keys deleted in this round.
     deletions: u64,
@@ -208,18 +222,21 @@ pub struct NodesStore {
 
 impl NodesStore {
     /// A duty deleting from `store` the node keys of this cluster that
-    /// `view` has no CiliumNode for. Made anew each time this replica
-    /// leads.
+    /// `view` has no CiliumNode for and `agents` no running agent pod.
+    /// Made anew each time this replica leads.
     pub fn new(
         settings: NodesSettings,
         view: Arc<CiliumNodesView>,
+        agents: Arc<AgentPodsView>,
         store: Arc<dyn SharedStore>,
     ) -> Self {
         let deleted = view.subscribe();
         Self {
             settings,
             view,
+            agents,
             store,
+            waiting: Waiting::default(),
             deleted,
             deletions: 0,
         }
@@ -247,9 +264,26 @@ impl NodesStore {
                 "nodes store: not a node key; left alone"
             );
         }
-        for (key, revision) in found.stale {
+        let prefix = keys::nodes_of(cluster);
+        let agents = self.agents.nodes();
+        let (held, stale): (Vec<_>, Vec<_>) = found
+            .stale
+            .into_iter()
+            .partition(|(key, _)| agents.contains(key.strip_prefix(&prefix).unwrap_or_default()));
+        let now = tokio::time::Instant::now();
+        let ripe = self.waiting.ripe(stale, now, self.settings.grace);
+        for (key, revision) in held {
+            tracing::debug!(
+                key = key.as_str(),
+                "nodes store: no CiliumNode, but its agent runs; kept"
+            );
+            self.waiting.hold(key, revision, now);
+        }
+        for (key, revision) in ripe {
             // Unless the agent wrote it again since it was listed.
-            if self.store.delete_if_unchanged(&key, revision).await? {
+            let deleted = self.store.delete_if_unchanged(&key, revision).await?;
+            self.waiting.forget(&key);
+            if deleted {
                 tracing::info!(
                     key = key.as_str(),
                     "nodes store: deleted a node with no CiliumNode"
@@ -267,6 +301,20 @@ impl NodesStore {
             return Ok(());
         }
         let key = keys::node(self.settings.cluster.name(), name);
+        if self.agents.runs_on(name) {
+            // Its agent would write the key again at once: a sweep looks
+            // at it again once the grace is over.
+            if let Some(kv) = self.store.get(&key).await? {
+                tracing::info!(
+                    key = key.as_str(),
+                    "nodes store: its CiliumNode is gone but its agent still runs; kept for now"
+                );
+                self.waiting
+                    .hold(key, kv.mod_revision, tokio::time::Instant::now());
+            }
+            return Ok(());
+        }
+        self.waiting.forget(&key);
         if self.store.delete(&key).await? {
             tracing::info!(
                 key = key.as_str(),
@@ -298,6 +346,10 @@ impl Incremental for NodesStore {
             Err(broadcast::error::RecvError::Closed) => Heard::Closed,
         }
     }
+
+    fn full_due(&self) -> Option<tokio::time::Instant> {
+        self.waiting.due(self.settings.grace)
+    }
 }
 
 #[async_trait]
@@ -311,9 +363,9 @@ impl Duty for NodesStore {
     }
 
     async fn ready(&mut self) {
-        let mut synced = self.view.synced();
-        // The sender lives in the view, which this duty holds.
-        let _ = synced.wait_for(|s| *s).await;
+        // The senders live in the views, which this duty holds.
+        let _ = self.view.synced().wait_for(|s| *s).await;
+        let _ = self.agents.synced().wait_for(|s| *s).await;
     }
 
     /// One sweep, then deletions as they come until the interval ends.
@@ -324,5 +376,6 @@ impl Duty for NodesStore {
     }
 }
 
+mod grace;
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! The round both stores share: a full pass (a sync, a sweep), then each
-//! change applied as it comes until the round's length is up. A failed step
+//! change applied as it comes until the round's length is up; a store may
+//! ask for a full pass sooner ([`Incremental::full_due`]). A failed step
 //! brings the full pass forward to the retry interval instead of waiting
 //! for the next round; the round reports its last failure, if the full pass
 //! did not mend it since.
@@ -30,6 +31,18 @@ pub(crate) trait Incremental: Send {
     async fn one(&mut self, change: &Self::Change) -> Result<(), KvError>;
     /// The next change; cancel-safe (it is raced against the clock).
     async fn next(&mut self) -> Heard<Self::Change>;
+    /// When the store wants a full pass of its own accord (none by default).
+    fn full_due(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// The earlier of two due times, either absent.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// One round of `length`; its last unmended failure.
@@ -46,7 +59,7 @@ pub(crate) async fn round<I: Incremental>(
         if full_at.is_some_and(|at| at <= Instant::now()) {
             match store.full().await {
                 Ok(()) => {
-                    full_at = None;
+                    full_at = store.full_due();
                     failure = None;
                 }
                 Err(error) => {
@@ -66,13 +79,14 @@ pub(crate) async fn round<I: Incremental>(
             None => {}
             // A full pass is due anyway: it covers this change.
             Some(Heard::One(_)) if full_at.is_some() => {}
-            Some(Heard::One(change)) => {
-                if let Err(error) = store.one(&change).await {
+            Some(Heard::One(change)) => match store.one(&change).await {
+                Ok(()) => full_at = earliest(full_at, store.full_due()),
+                Err(error) => {
                     tracing::warn!(store = I::WHAT, %error, ?change, "write failed; full pass soon");
                     failure = Some(error.to_string());
                     full_at = Some(Instant::now() + retry);
                 }
-            }
+            },
             Some(Heard::Everything) => full_at = Some(Instant::now()),
             // The view is gone (it cannot be while the duty holds it);
             // wait out the round.

@@ -18,8 +18,8 @@ use tokio::sync::{watch, Notify};
 
 use ipam_clustermesh::convert::{cluster_service, GLOBAL, SERVICE_NAME_LABEL};
 use ipam_clustermesh::{
-    keys, CiliumNodesView, ClusterInfo, NodesSettings, NodesStore, ServicesSettings, ServicesStore,
-    ServicesView,
+    keys, AgentPodsView, CiliumNodesView, ClusterInfo, NodesSettings, NodesStore, ServicesSettings,
+    ServicesStore, ServicesView,
 };
 use ipam_duty::{run_while_leading, Duty, DutyMetrics};
 use ipam_kvstore::etcd_store::EtcdStore;
@@ -284,11 +284,16 @@ async fn the_nodes_store_converges_after_etcd_is_killed_mid_sweep() {
     let gate = Arc::new(Gate::new(store.clone(), 15));
     let mut settings = NodesSettings::new(cluster());
     settings.retry_interval = Duration::from_millis(500);
+    settings.grace = Duration::ZERO;
+    // No cilium-agent pod runs anywhere.
+    let agents = Arc::new(AgentPodsView::new());
+    agents.event(Event::Init);
+    agents.event(Event::InitDone);
     let _leader = lead({
         let (view, gate) = (view.clone(), gate.clone());
         move || {
             let store: Arc<dyn SharedStore> = gate.clone();
-            NodesStore::new(settings.clone(), view.clone(), store)
+            NodesStore::new(settings.clone(), view.clone(), agents.clone(), store)
         }
     });
 

@@ -18,8 +18,9 @@
 //! arrived, so concurrent readers see the same resourceVersion (two
 //! candidates racing for a Lease). Requests are logged with the status
 //! answered, so tests can check who wrote what and who was refused. Label
-//! and field selectors are ignored: every list and watch sees everything in
-//! its scope.
+//! selectors of equality terms are applied to lists and watches (others
+//! are refused with 400); field selectors are ignored: a list or watch
+//! sees everything in its scope that its labels select.
 //!
 //! The helpers taking a `collection` take its path: cluster-wide
 //! ([`PODS`]) or in one namespace
@@ -32,6 +33,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
+mod label_selector;
+
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{Method, Request, Response, StatusCode};
@@ -39,6 +42,8 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use serde_json::{json, Value};
+
+use label_selector::LabelSelector;
 use tokio::sync::mpsc;
 
 pub const CILIUMNODES: &str = "/apis/cilium.io/v2/ciliumnodes";
@@ -192,7 +197,7 @@ struct State {
     uids: u64,
     /// resource -> its objects
     objects: BTreeMap<String, Objects>,
-    watchers: Vec<(Scope, mpsc::UnboundedSender<Bytes>)>,
+    watchers: Vec<(Scope, LabelSelector, mpsc::UnboundedSender<Bytes>)>,
     /// Every watch event sent: (resourceVersion, resource, namespace,
     /// line), so a watch from a resourceVersion misses nothing written
     /// since (the list it follows).
@@ -562,6 +567,10 @@ fn route(
             &status(500, "InternalError", "the write could not be persisted"),
         );
     }
+    let selector = match LabelSelector::of_query(query) {
+        Ok(selector) => selector,
+        Err(problem) => return respond(400, &status(400, "BadRequest", &problem)),
+    };
     match (method, name) {
         (&Method::GET, None) if watching => {
             let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
@@ -585,14 +594,18 @@ fn route(
                     .unwrap_or(state.rv);
                 let delayed: BTreeSet<u64> = state.delayed.iter().map(|d| d.0).collect();
                 for (rv, resource, namespace, line) in &state.history {
-                    if *rv > since && scope.covers(resource, namespace) && !delayed.contains(rv) {
+                    if *rv > since
+                        && scope.covers(resource, namespace)
+                        && !delayed.contains(rv)
+                        && selector.matches_line(line)
+                    {
                         let _ = sender.send(line.clone());
                     }
                 }
                 let bookmark = json!({"type": "BOOKMARK", "object": {"apiVersion": api_version, "kind": kind,
                         "metadata": {"resourceVersion": state.rv.to_string()}}});
                 let _ = sender.send(Bytes::from(format!("{bookmark}\n")));
-                state.watchers.push((scope, sender));
+                state.watchers.push((scope, selector, sender));
             }
             let stream =
                 tokio_stream_from(receiver).map(|bytes| Ok::<_, Infallible>(Frame::data(bytes)));
@@ -608,7 +621,9 @@ fn route(
                 .get(&scope.resource)
                 .map(|m| {
                     m.iter()
-                        .filter(|((namespace, _), _)| scope.covers(&scope.resource, namespace))
+                        .filter(|((namespace, _), object)| {
+                            scope.covers(&scope.resource, namespace) && selector.matches(object)
+                        })
                         .map(|(_, object)| object.clone())
                         .collect()
                 })
@@ -848,8 +863,10 @@ fn notify(state: &mut State, resource: &str, namespace: &str, kind: &str, json: 
 
 /// A watch event to every watcher it concerns; closed watches are dropped.
 fn send(state: &mut State, resource: &str, namespace: &str, line: &Bytes) {
-    state.watchers.retain(|(scope, sender)| {
-        !scope.covers(resource, namespace) || sender.send(line.clone()).is_ok()
+    state.watchers.retain(|(scope, selector, sender)| {
+        !scope.covers(resource, namespace)
+            || !selector.matches_line(line)
+            || sender.send(line.clone()).is_ok()
     });
 }
 

@@ -15,10 +15,8 @@ use ipam_duty::{Duty, RoundReport};
 use serde::Serialize;
 
 use crate::layout::{cluster_config_key, HEARTBEAT_KEY};
+use crate::mesh::ClusterMesh;
 use crate::SharedStore;
-
-/// Cilium's `maxConnectedClusters` default.
-pub const MAX_CONNECTED_CLUSTERS: u32 = 255;
 
 /// CiliumClusterConfig in Cilium's field names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,7 +45,9 @@ pub struct HeartbeatSettings {
     /// A write's limit (Cilium's 25 s).
     pub write_timeout: Duration,
     pub cluster_name: String,
-    pub cluster_id: u32,
+    /// The cluster's id and the mesh's size (the config's
+    /// `maxConnectedClusters`: peers refuse a config whose id exceeds it).
+    pub mesh: ClusterMesh,
     /// Whether every prefix peers watch has its synced marker written.
     pub synced_canaries: bool,
     pub service_exports_enabled: Option<bool>,
@@ -59,7 +59,7 @@ impl Default for HeartbeatSettings {
             interval: Duration::from_secs(60),
             write_timeout: Duration::from_secs(25),
             cluster_name: "default".into(),
-            cluster_id: 0,
+            mesh: ClusterMesh::default(),
             synced_canaries: false,
             service_exports_enabled: None,
         }
@@ -70,13 +70,14 @@ impl HeartbeatSettings {
     /// The cluster config to write, if this cluster has one (a name other
     /// than `default` and an id other than 0).
     pub fn cluster_config(&self) -> Option<ClusterConfig> {
-        let named = self.cluster_name != "default" && self.cluster_id != 0;
+        let id = self.mesh.cluster_id();
+        let named = self.cluster_name != "default" && id != 0;
         named.then_some(ClusterConfig {
-            id: self.cluster_id,
+            id,
             capabilities: Capabilities {
                 synced_canaries: self.synced_canaries,
                 cached: false,
-                max_connected_clusters: MAX_CONNECTED_CLUSTERS,
+                max_connected_clusters: self.mesh.max_connected_clusters().value(),
                 service_exports_enabled: self.service_exports_enabled,
             },
         })
@@ -152,7 +153,7 @@ mod tests {
     fn the_cluster_config_is_written_only_for_a_named_cluster_with_an_id() {
         let settings = |name: &str, id| HeartbeatSettings {
             cluster_name: name.into(),
-            cluster_id: id,
+            mesh: ClusterMesh::new(id, Default::default()).unwrap(),
             ..HeartbeatSettings::default()
         };
         assert!(settings("default", 3).cluster_config().is_none());
@@ -168,6 +169,14 @@ mod tests {
         let json = serde_json::to_value(exports.cluster_config().unwrap()).unwrap();
         assert_eq!(json["capabilities"]["serviceExportsEnabled"], true);
         assert_eq!(json["capabilities"]["syncedCanaries"], true);
+        let wide = HeartbeatSettings {
+            cluster_name: "east".into(),
+            mesh: ClusterMesh::new(300, crate::mesh::MaxConnectedClusters::Clusters511).unwrap(),
+            ..HeartbeatSettings::default()
+        };
+        let json = serde_json::to_value(wide.cluster_config().unwrap()).unwrap();
+        assert_eq!(json["id"], 300);
+        assert_eq!(json["capabilities"]["maxConnectedClusters"], 511);
     }
 
     #[tokio::test]
@@ -177,7 +186,7 @@ mod tests {
             store.clone(),
             HeartbeatSettings {
                 cluster_name: "east".into(),
-                cluster_id: 7,
+                mesh: ClusterMesh::new(7, Default::default()).unwrap(),
                 ..HeartbeatSettings::default()
             },
         );

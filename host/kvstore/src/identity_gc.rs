@@ -45,15 +45,16 @@ use crate::layout::{
     identity_lock_path, is_value_key_of, value_prefix, IDENTITY_ID_PREFIX, IDENTITY_VALUE_PREFIX,
 };
 use crate::limiter::RateLimiter;
+use crate::mesh::ClusterMesh;
 use crate::{KvError, SharedStore};
 use decide::{classify, decide, Classified, IdRange, MasterKey, Verdict};
 
 /// How the identity GC runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdentityGcSettings {
-    /// This cluster's id (Cilium's `cluster-id`, 0 to 255): the GC judges
-    /// only the identities of its range.
-    pub cluster_id: u8,
+    /// This cluster's id and the mesh's size: the GC judges only the
+    /// identities of the cluster's range.
+    pub mesh: ClusterMesh,
     /// Time between rounds (Cilium's `identity-gc-interval`); an unused
     /// identity goes on the second round that finds it unused.
     pub interval: Duration,
@@ -67,7 +68,7 @@ impl Default for IdentityGcSettings {
     /// minute.
     fn default() -> Self {
         Self {
-            cluster_id: 0,
+            mesh: ClusterMesh::default(),
             interval: Duration::from_secs(15 * 60),
             deletions_per_minute: DEFAULT_DELETIONS_PER_MINUTE,
         }
@@ -128,7 +129,7 @@ impl<S: SharedStore + ?Sized> IdentityGc<S> {
         let per_minute = settings.deletions_per_minute.get();
         let pace = RateLimiter::new(f64::from(per_minute) / 60.0, per_minute);
         Self {
-            range: IdRange::of_cluster(settings.cluster_id),
+            range: IdRange::of_cluster(settings.mesh),
             store,
             settings,
             remembered: HashMap::new(),

@@ -28,6 +28,7 @@ pub mod layout;
 mod limiter;
 pub mod lock_sweeper;
 pub mod memory;
+pub mod mesh;
 pub mod session;
 pub mod store;
 #[cfg(test)]

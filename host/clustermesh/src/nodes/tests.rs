@@ -1,6 +1,7 @@
 use std::sync::atomic::Ordering;
 
 use ipam_duty::{run_while_leading, DutyMetrics};
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 use super::*;
@@ -113,25 +114,64 @@ fn the_view_reports_deletions_and_relists() {
 
 struct Running {
     view: Arc<CiliumNodesView>,
+    agents: Arc<AgentPodsView>,
     metrics: Arc<DutyMetrics>,
 }
 
 const INTERVAL: Duration = Duration::from_secs(60);
 
+/// The duty with no grace and no agent pods (listed, none running).
 fn run(view: Arc<CiliumNodesView>, store: Arc<Flaky>) -> Running {
+    let agents = Arc::new(AgentPodsView::new());
+    pods_listed(&agents, &[]);
+    run_with(view, agents, store, Duration::ZERO)
+}
+
+fn agent_pod(name: &str, node: &str, phase: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "kube-system", "labels": {"k8s-app": "cilium"}},
+        "spec": {"nodeName": node, "containers": []},
+        "status": {"phase": phase},
+    }))
+    .unwrap()
+}
+
+/// Agent pods listed: (pod, node) pairs, all running.
+fn pods_listed(agents: &AgentPodsView, running: &[(&str, &str)]) {
+    agents.event(Event::Init);
+    for (pod, node) in running {
+        agents.event(Event::InitApply(agent_pod(pod, node, "Running")));
+    }
+    agents.event(Event::InitDone);
+}
+
+fn run_with(
+    view: Arc<CiliumNodesView>,
+    agents: Arc<AgentPodsView>,
+    store: Arc<Flaky>,
+    grace: Duration,
+) -> Running {
     let (leader, leading) = watch::channel(true);
     let metrics = Arc::new(DutyMetrics::new());
     let mut settings = NodesSettings::new(ClusterInfo::new("c1", 7).unwrap());
     settings.interval = INTERVAL;
     settings.retry_interval = Duration::from_secs(2);
+    settings.grace = grace;
     tokio::spawn({
-        let (view, metrics) = (view.clone(), metrics.clone());
+        let (view, agents, metrics) = (view.clone(), agents.clone(), metrics.clone());
         let store: Arc<dyn SharedStore> = store;
         async move {
             // Leading for the life of the task.
             let _leader = leader;
             run_while_leading(
-                move || NodesStore::new(settings.clone(), view.clone(), store.clone()),
+                move || {
+                    NodesStore::new(
+                        settings.clone(),
+                        view.clone(),
+                        agents.clone(),
+                        store.clone(),
+                    )
+                },
                 leading,
                 metrics,
                 std::future::pending(),
@@ -139,7 +179,11 @@ fn run(view: Arc<CiliumNodesView>, store: Arc<Flaky>) -> Running {
             .await;
         }
     });
-    Running { view, metrics }
+    Running {
+        view,
+        agents,
+        metrics,
+    }
 }
 
 async fn settle() {
@@ -234,4 +278,113 @@ async fn a_failed_delete_is_swept_soon_after() {
     store.failing.store(false, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(store.inner.text(&key("n2")), None);
+}
+
+const GRACE: Duration = Duration::from_secs(60);
+
+#[tokio::test(start_paused = true)]
+async fn a_node_registering_across_a_sweep_keeps_its_key() {
+    // Its agent wrote the key 4 s before the first sweep; its CiliumNode
+    // appears 2 s after it.
+    let store = seeded(&["n1", "new"]).await;
+    let view = Arc::new(CiliumNodesView::new());
+    listed(&view, &["n1"]);
+    let agents = Arc::new(AgentPodsView::new());
+    pods_listed(&agents, &[]);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let running = run_with(view, agents, store.clone(), GRACE);
+    settle().await;
+    assert!(
+        store.inner.text(&key("new")).is_some(),
+        "kept at the first sweep"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    running.view.event(Event::Apply(cilium_node("new")));
+    tokio::time::sleep(INTERVAL * 3).await;
+    assert!(
+        store.inner.text(&key("new")).is_some(),
+        "its CiliumNode came within the grace: the key stays"
+    );
+    assert_eq!(running.metrics.deletions("nodes-store"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_key_goes_when_its_grace_ends_not_at_the_next_round() {
+    let store = seeded(&["n1", "gone"]).await;
+    let view = Arc::new(CiliumNodesView::new());
+    listed(&view, &["n1"]);
+    let agents = Arc::new(AgentPodsView::new());
+    pods_listed(&agents, &[]);
+    // A round far longer than the grace: the sweep that deletes is the one
+    // due when the grace ends.
+    let running = run_with(view, agents, store.clone(), Duration::from_secs(20));
+    settle().await;
+    assert!(
+        store.inner.text(&key("gone")).is_some(),
+        "found, not yet deleted"
+    );
+    tokio::time::sleep(Duration::from_secs(19)).await;
+    assert!(store.inner.text(&key("gone")).is_some(), "within its grace");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        store.inner.text(&key("gone")),
+        None,
+        "deleted as its grace ended"
+    );
+    tokio::time::sleep(INTERVAL).await;
+    assert_eq!(
+        running.metrics.deletions("nodes-store"),
+        1,
+        "counted with its round"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_whose_agent_runs_keeps_its_key_until_the_agent_stops() {
+    let store = seeded(&["n1", "n2", "n3"]).await;
+    let view = Arc::new(CiliumNodesView::new());
+    listed(&view, &["n1", "n2"]);
+    let agents = Arc::new(AgentPodsView::new());
+    // n3 has no CiliumNode but its agent runs; n2's agent runs too.
+    pods_listed(&agents, &[("cilium-a", "n3"), ("cilium-b", "n2")]);
+    let running = run_with(view, agents, store.clone(), GRACE);
+    tokio::time::sleep(GRACE * 3).await;
+    assert!(store.inner.text(&key("n3")).is_some(), "its agent runs");
+
+    // n2's CiliumNode is deleted while its agent still runs: kept too.
+    running.view.event(Event::Delete(cilium_node("n2")));
+    tokio::time::sleep(GRACE * 2).await;
+    assert!(
+        store.inner.text(&key("n2")).is_some(),
+        "its agent still runs"
+    );
+
+    // The agents stop: a grace later both keys go.
+    running
+        .agents
+        .event(Event::Apply(agent_pod("cilium-a", "n3", "Succeeded")));
+    running
+        .agents
+        .event(Event::Delete(agent_pod("cilium-b", "n2", "Running")));
+    tokio::time::sleep(GRACE * 2 + Duration::from_secs(1)).await;
+    assert_eq!(store.inner.text(&key("n3")), None);
+    assert_eq!(store.inner.text(&key("n2")), None);
+    assert!(store.inner.text(&key("n1")).is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_duty_waits_for_the_agent_pods_to_be_listed() {
+    let store = seeded(&["n1", "gone"]).await;
+    let view = Arc::new(CiliumNodesView::new());
+    listed(&view, &["n1"]);
+    let agents = Arc::new(AgentPodsView::new());
+    let running = run_with(view, agents, store.clone(), Duration::ZERO);
+    tokio::time::sleep(INTERVAL * 2).await;
+    assert!(
+        store.inner.text(&key("gone")).is_some(),
+        "no sweep before the pods are listed"
+    );
+    pods_listed(&running.agents, &[]);
+    settle().await;
+    assert_eq!(store.inner.text(&key("gone")), None);
 }

@@ -2,14 +2,14 @@
 //! to judge, and what to do with one given what the previous round saw.
 
 use crate::layout::IDENTITY_ID_PREFIX;
+use crate::mesh::ClusterMesh;
 use crate::KeyValue;
 
-/// The identities one cluster allocates, both ends included: cluster 0
-/// owns 256..=65535 (below 256 are Cilium's reserved identities, never in
-/// the kvstore), cluster N > 0 owns the N-th block of 2^16.
-///
-/// Cilium's 511-cluster mode (`max-connected-clusters=511`, blocks of
-/// 2^15) is not covered: its ranges differ.
+/// The identities one cluster allocates, both ends included: cluster N
+/// owns the N-th block of 2^16 identities in a mesh of 255 clusters, of
+/// 2^15 in one of 511 (Cilium's `max-connected-clusters`); cluster 0's
+/// block starts at 256 (below are Cilium's reserved identities, never in
+/// the kvstore).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdRange {
     pub first: u64,
@@ -17,18 +17,12 @@ pub struct IdRange {
 }
 
 impl IdRange {
-    pub fn of_cluster(cluster_id: u8) -> Self {
-        let n = u64::from(cluster_id);
-        if n == 0 {
-            Self {
-                first: 256,
-                last: 65535,
-            }
-        } else {
-            Self {
-                first: n << 16,
-                last: ((n + 1) << 16) - 1,
-            }
+    pub fn of_cluster(mesh: ClusterMesh) -> Self {
+        let n = u64::from(mesh.cluster_id());
+        let shift = mesh.max_connected_clusters().cluster_id_shift();
+        Self {
+            first: (n << shift).max(256),
+            last: ((n + 1) << shift) - 1,
         }
     }
 
@@ -140,18 +134,23 @@ mod tests {
 
     #[test]
     fn cluster_ranges() {
+        use crate::mesh::MaxConnectedClusters::{Clusters255, Clusters511};
         let cases = [
-            (0, 256, 65535),
-            (1, 65536, 131071),
-            (2, 131072, 196607),
-            (255, 16_711_680, 16_777_215),
+            (0, Clusters255, 256, 65535),
+            (1, Clusters255, 65536, 131071),
+            (2, Clusters255, 131072, 196607),
+            (255, Clusters255, 16_711_680, 16_777_215),
+            (0, Clusters511, 256, 32767),
+            (1, Clusters511, 32768, 65535),
+            (300, Clusters511, 9_830_400, 9_863_167),
+            (511, Clusters511, 16_744_448, 16_777_215),
         ];
-        for (cluster, first, last) in cases {
-            let range = IdRange::of_cluster(cluster);
+        for (cluster, max, first, last) in cases {
+            let range = IdRange::of_cluster(ClusterMesh::new(cluster, max).unwrap());
             assert_eq!(
                 (range.first, range.last),
                 (first, last),
-                "cluster {cluster}"
+                "cluster {cluster} of {max}"
             );
             assert!(range.contains(first) && range.contains(last));
             assert!(!range.contains(first - 1) && !range.contains(last + 1));
@@ -170,7 +169,7 @@ mod tests {
 
     #[test]
     fn classify_table() {
-        let range = IdRange::of_cluster(1);
+        let range = IdRange::of_cluster(ClusterMesh::new(1, Default::default()).unwrap());
         let id = |n: &str| format!("{IDENTITY_ID_PREFIX}{n}");
         let not_an_id = |t: &str| Classified::Malformed(MasterKeyProblem::NotAnId(t.into()));
         let rows: Vec<(String, &[u8], Classified)> = vec![

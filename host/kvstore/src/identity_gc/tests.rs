@@ -5,9 +5,9 @@ use crate::layout::{IDENTITY_LOCKS_PREFIX, IDENTITY_VALUE_PREFIX};
 use crate::memory::MemoryStore;
 use crate::test_store::Meddling;
 
-fn settings(cluster_id: u8) -> IdentityGcSettings {
+fn settings(cluster_id: u32) -> IdentityGcSettings {
     IdentityGcSettings {
-        cluster_id,
+        mesh: crate::mesh::ClusterMesh::new(cluster_id, Default::default()).unwrap(),
         ..IdentityGcSettings::default()
     }
 }
@@ -312,7 +312,7 @@ async fn the_duty_reports_its_deletions() {
 #[test]
 fn defaults_are_cilium_s() {
     let defaults = IdentityGcSettings::default();
-    assert_eq!(defaults.cluster_id, 0);
+    assert_eq!(defaults.mesh.cluster_id(), 0);
     assert_eq!(defaults.interval, Duration::from_secs(900));
     assert_eq!(defaults.deletions_per_minute.get(), 2500);
 }

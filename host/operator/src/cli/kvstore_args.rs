@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use ipam_clustermesh::PodLabels;
 use ipam_kvstore::config::{identity, EtcdConfig, TlsFiles};
 use ipam_kvstore::heartbeat::HeartbeatSettings;
+use ipam_kvstore::mesh::{ClusterMesh, MaxConnectedClusters};
 
 #[derive(Args, Debug, Clone)]
 pub struct KvstoreArgs {
@@ -59,6 +61,12 @@ pub struct KvstoreArgs {
     /// written beside the heartbeat.
     #[arg(long, env = "IPAM_CLUSTER_ID", default_value_t = 0)]
     pub cluster_id: u32,
+    /// The mesh's size, as every cilium-agent of it has it (Cilium's
+    /// --max-connected-clusters): 255 or 511. It bounds --cluster-id, is
+    /// written in the CiliumClusterConfig and sets the identity ranges the
+    /// identity GC judges.
+    #[arg(long, env = "IPAM_MAX_CONNECTED_CLUSTERS", default_value = "255")]
+    pub max_connected_clusters: MaxConnectedClusters,
     /// Write `cilium/.heartbeat` every minute.
     #[arg(long, env = "IPAM_KVSTORE_HEARTBEAT", default_value_t = true, action = clap::ArgAction::Set)]
     pub kvstore_heartbeat: bool,
@@ -80,9 +88,18 @@ pub struct KvstoreArgs {
     #[arg(long, env = "IPAM_SYNCHRONIZE_K8S_SERVICES", default_value_t = true, action = clap::ArgAction::Set)]
     pub synchronize_k8s_services: bool,
     /// Delete this cluster's `cilium/state/nodes/v1` keys whose CiliumNode
-    /// is gone.
+    /// is gone, a minute after a sweep first finds them so, and never while
+    /// a cilium-agent pod runs on the node.
     #[arg(long, env = "IPAM_SYNCHRONIZE_K8S_NODES", default_value_t = true, action = clap::ArgAction::Set)]
     pub synchronize_k8s_nodes: bool,
+    /// The namespace of cilium-agent's pods (Cilium's
+    /// --cilium-pod-namespace); empty: the operator's own.
+    #[arg(long, env = "IPAM_CILIUM_POD_NAMESPACE", default_value = "")]
+    pub cilium_pod_namespace: String,
+    /// cilium-agent's pod labels, key=value[,key=value] (Cilium's
+    /// --cilium-pod-labels).
+    #[arg(long, env = "IPAM_CILIUM_POD_LABELS", default_value = "k8s-app=cilium")]
+    pub cilium_pod_labels: PodLabels,
 }
 
 impl KvstoreArgs {
@@ -122,10 +139,17 @@ impl KvstoreArgs {
         Ok(config)
     }
 
-    pub fn heartbeat(&self, cluster_name: &str) -> HeartbeatSettings {
+    /// This cluster's id in a mesh of --max-connected-clusters; checked
+    /// at start, before etcd is dialled, for every duty.
+    pub fn mesh(&self) -> anyhow::Result<ClusterMesh> {
+        ClusterMesh::new(self.cluster_id, self.max_connected_clusters)
+            .context("--cluster-id and --max-connected-clusters")
+    }
+
+    pub fn heartbeat(&self, cluster_name: &str, mesh: ClusterMesh) -> HeartbeatSettings {
         HeartbeatSettings {
             cluster_name: cluster_name.to_string(),
-            cluster_id: self.cluster_id,
+            mesh,
             ..HeartbeatSettings::default()
         }
     }

@@ -10,27 +10,32 @@ use std::time::Duration;
 
 use anyhow::Context;
 use ipam_clustermesh::{
-    CiliumNodesView, ClusterInfo, NodesSettings, NodesStore, ServicesSettings, ServicesStore,
-    ServicesView,
+    AgentPodsView, CiliumNodesView, ClusterInfo, NodesSettings, NodesStore, ServicesSettings,
+    ServicesStore, ServicesView,
 };
 use ipam_kvstore::heartbeat::Heartbeat;
 use ipam_kvstore::identity_gc::{IdentityGc, IdentityGcSettings};
 use ipam_kvstore::lock_sweeper::{LockSweeper, LockSweeperSettings};
+use ipam_kvstore::mesh::ClusterMesh;
 use ipam_kvstore::SharedStore;
 
 use super::kvstore_args::KvstoreArgs;
 use crate::duties::Duties;
 
-/// Start the kvstore duties the flags enable, on `store`.
+/// Start the kvstore duties the flags enable, on `store`; cilium-agent's
+/// pods are looked for in `namespace` unless --cilium-pod-namespace names
+/// another.
 pub fn start(
     duties: &mut Duties,
     args: &KvstoreArgs,
     cluster_name: &str,
+    namespace: &str,
     store: Arc<dyn SharedStore>,
     client: &kube::Client,
 ) -> anyhow::Result<()> {
+    let mesh = args.mesh()?;
     if args.kvstore_heartbeat {
-        let (store, settings) = (store.clone(), args.heartbeat(cluster_name));
+        let (store, settings) = (store.clone(), args.heartbeat(cluster_name, mesh));
         duties.start("heartbeat", move || {
             Heartbeat::new(store.clone(), settings.clone())
         });
@@ -45,7 +50,7 @@ pub fn start(
         });
     }
     if args.identity_gc {
-        let settings = identity_gc_settings(args)?;
+        let settings = identity_gc_settings(args, mesh)?;
         let store = store.clone();
         duties.start("identity-gc", move || {
             IdentityGc::new(store.clone(), settings.clone())
@@ -65,27 +70,38 @@ pub fn start(
         if args.synchronize_k8s_nodes {
             let view = Arc::new(CiliumNodesView::new());
             tokio::spawn(view.clone().follow(client.clone()));
+            let agents = Arc::new(AgentPodsView::new());
+            let agents_namespace = match args.cilium_pod_namespace.as_str() {
+                "" => namespace,
+                named => named,
+            };
+            tokio::spawn(agents.clone().follow(
+                client.clone(),
+                agents_namespace.to_string(),
+                args.cilium_pod_labels.clone(),
+            ));
             let (settings, store) = (NodesSettings::new(cluster), store.clone());
             duties.start("nodes-store", move || {
-                NodesStore::new(settings.clone(), view.clone(), store.clone())
+                NodesStore::new(
+                    settings.clone(),
+                    view.clone(),
+                    agents.clone(),
+                    store.clone(),
+                )
             });
         }
     }
     Ok(())
 }
 
-fn identity_gc_settings(args: &KvstoreArgs) -> anyhow::Result<IdentityGcSettings> {
-    let cluster_id = u8::try_from(args.cluster_id).map_err(|_| {
-        anyhow::anyhow!(
-            "--cluster-id {}: the identity GC knows the identity ranges of cluster ids 0 to 255 \
-             (Cilium's default of 255 connected clusters); turn it off with --identity-gc=false",
-            args.cluster_id
-        )
-    })?;
+fn identity_gc_settings(
+    args: &KvstoreArgs,
+    mesh: ClusterMesh,
+) -> anyhow::Result<IdentityGcSettings> {
     let deletions_per_minute = NonZeroU32::new(args.identity_gc_rate_per_minute)
         .context("--identity-gc-rate-per-minute must be positive")?;
     Ok(IdentityGcSettings {
-        cluster_id,
+        mesh,
         interval: Duration::from_secs(args.identity_gc_interval_seconds.max(1)),
         deletions_per_minute,
     })
@@ -102,25 +118,58 @@ mod tests {
         kvstore: KvstoreArgs,
     }
 
+    fn parse(args: &[&str]) -> KvstoreArgs {
+        Command::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+            .unwrap()
+            .kvstore
+    }
+
     #[test]
     fn identity_gc_settings_come_from_the_flags_and_bad_ones_are_named() {
-        let parse = |args: &[&str]| {
-            Command::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
-                .unwrap()
-                .kvstore
-        };
-        let settings = identity_gc_settings(&parse(&[
+        let args = parse(&[
             "--cluster-id=3",
             "--identity-gc-interval-seconds=60",
             "--identity-gc-rate-per-minute=100",
-        ]))
-        .unwrap();
-        assert_eq!(settings.cluster_id, 3);
+        ]);
+        let settings = identity_gc_settings(&args, args.mesh().unwrap()).unwrap();
+        assert_eq!(settings.mesh.cluster_id(), 3);
         assert_eq!(settings.interval, Duration::from_secs(60));
         assert_eq!(settings.deletions_per_minute.get(), 100);
-        let error = identity_gc_settings(&parse(&["--cluster-id=300"])).unwrap_err();
-        assert!(error.to_string().contains("0 to 255"), "{error}");
-        let error = identity_gc_settings(&parse(&["--identity-gc-rate-per-minute=0"])).unwrap_err();
+        let args = parse(&["--identity-gc-rate-per-minute=0"]);
+        let error = identity_gc_settings(&args, args.mesh().unwrap()).unwrap_err();
         assert!(error.to_string().contains("must be positive"), "{error}");
+    }
+
+    #[test]
+    fn the_cluster_id_is_checked_against_the_mesh_size_for_every_duty() {
+        let error = parse(&["--cluster-id=300"]).mesh().unwrap_err();
+        let text = format!("{error:#}");
+        assert!(
+            text.contains("--max-connected-clusters") && text.contains("300"),
+            "{text}"
+        );
+        let args = parse(&["--cluster-id=300", "--max-connected-clusters=511"]);
+        let mesh = args.mesh().unwrap();
+        let config = args.heartbeat("east", mesh).cluster_config().unwrap();
+        assert_eq!(
+            (config.id, config.capabilities.max_connected_clusters),
+            (300, 511)
+        );
+        assert_eq!(
+            identity_gc_settings(&args, mesh).unwrap().mesh,
+            mesh,
+            "the identity GC judges the range of cluster 300 of 511"
+        );
+        let refused = Command::try_parse_from(["run", "--max-connected-clusters=256"]);
+        let error = refused.err().expect("256 is not a mesh size").to_string();
+        assert!(error.contains("255 or 511"), "{error}");
+    }
+
+    #[test]
+    fn cilium_s_agent_pods_by_default() {
+        let args = parse(&[]);
+        assert_eq!(args.cilium_pod_labels.selector(), "k8s-app=cilium");
+        assert_eq!(args.cilium_pod_namespace, "");
+        assert!(Command::try_parse_from(["run", "--cilium-pod-labels=k8s-app"]).is_err());
     }
 }

@@ -381,6 +381,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // certificate stops the process at once instead of at its first lead.
     let kvstore = match args.kvstore.enabled() {
         true => {
+            args.kvstore.mesh()?;
             let config = args.kvstore.etcd_config().context("the etcd flags")?;
             let store = EtcdStore::connect(&config)
                 .await
@@ -463,6 +464,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             &mut duties,
             &args.kvstore,
             &args.cluster_name,
+            &args.lease_namespace,
             store.clone(),
             &client,
         )?;

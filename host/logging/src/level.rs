@@ -90,7 +90,10 @@ mod tests {
             (" debug ", "debug"),
             ("off", "off"),
             ("info,ipam_engine=debug", "info,ipam_engine=debug"),
-            ("kube=warn, ipam_k8s::lease=trace", "kube=warn,ipam_k8s::lease=trace"),
+            (
+                "kube=warn, ipam_k8s::lease=trace",
+                "kube=warn,ipam_k8s::lease=trace",
+            ),
         ];
         for (given, kept) in taken {
             assert_eq!(
@@ -104,7 +107,10 @@ mod tests {
             (" , ", LogLevelError::Empty),
             ("verbose", LogLevelError::UnknownLevel("verbose".into())),
             ("warning", LogLevelError::UnknownLevel("warning".into())),
-            ("info,ipam_engine", LogLevelError::UnknownLevel("ipam_engine".into())),
+            (
+                "info,ipam_engine",
+                LogLevelError::UnknownLevel("ipam_engine".into()),
+            ),
         ];
         for (given, error) in refused {
             assert_eq!(given.parse::<LogLevel>(), Err(error), "{given:?}");

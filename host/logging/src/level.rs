@@ -31,6 +31,11 @@ pub enum LogLevelError {
 pub struct LogLevel(String);
 
 impl LogLevel {
+    /// Exactly `level`.
+    pub fn level(level: tracing::Level) -> Self {
+        Self(level.as_str().to_ascii_lowercase())
+    }
+
     /// The filter this level describes, with [`crate::FATAL_TARGET`] at
     /// error whatever it says.
     pub fn filter_with_fatal(&self) -> EnvFilter {

@@ -6,11 +6,12 @@ mod kvstore_duties;
 mod provider;
 mod run;
 mod simulate;
+mod start;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ipam_logging::{LogFormat, LogLevel};
 
 #[derive(Parser)]
 #[command(
@@ -28,18 +29,44 @@ pub struct Cli {
 
 #[derive(Args)]
 pub struct LogArgs {
-    /// Log format.
+    /// Log format on stderr: text, or one JSON object per line.
     #[arg(long, global = true, env = "IPAM_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
-    /// Log filter (tracing-subscriber EnvFilter syntax).
+    /// Log level: trace, debug, info, warn, error or off, or directives
+    /// TARGET=LEVEL separated by commas (info,ipam_engine=debug); anything
+    /// else is refused.
     #[arg(long, global = true, env = "IPAM_LOG", default_value = "warn")]
-    pub log_level: String,
+    pub log_level: LogLevel,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
+impl LogArgs {
+    /// The log flags as `args` and their environment variables give them,
+    /// for a failure before the command line is parsed (a `--config` file
+    /// that cannot be read, a refused flag); a value that is refused too
+    /// gives the default.
+    pub fn before_parsing(args: &[String]) -> (LogFormat, LogLevel) {
+        let format = given(args, "--log-format", "IPAM_LOG_FORMAT")
+            .and_then(|value| LogFormat::from_str(&value, true).ok())
+            .unwrap_or(LogFormat::Text);
+        let level = given(args, "--log-level", "IPAM_LOG")
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| LogLevel::level(tracing::Level::WARN));
+        (format, level)
+    }
+}
+
+/// The last value of `flag` on the command line, else the variable's.
+fn given(args: &[String], flag: &str, variable: &str) -> Option<String> {
+    let mut value = None;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == flag {
+            value = rest.next().cloned();
+        } else if let Some(inline) = arg.strip_prefix(flag).and_then(|v| v.strip_prefix('=')) {
+            value = Some(inline.to_string());
+        }
+    }
+    value.or_else(|| std::env::var(variable).ok())
 }
 
 #[derive(Subcommand)]
@@ -53,20 +80,6 @@ enum Command {
     /// Run the engine against the mock provider and simulated nodes whose
     /// pods come and go; prints progress and a summary.
     Simulate(simulate::SimulateArgs),
-}
-
-pub fn init_logging(args: &LogArgs) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Colours only on a terminal: `| tee run.log` must not keep escape codes.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }
 
 /// Each command picks its runtime: the simulation needs a paused clock.

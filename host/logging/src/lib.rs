@@ -5,6 +5,7 @@
 //! A fatal error goes through [`fatal`], in the chosen format and whatever
 //! the level, just before the process exits non-zero.
 
+pub mod early;
 mod level;
 
 pub use level::{LogLevel, LogLevelError};

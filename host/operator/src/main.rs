@@ -11,22 +11,23 @@ mod startup;
 
 use std::process::ExitCode;
 
-use clap::error::ErrorKind;
 use clap::Parser;
-use ipam_logging::LogFormat;
+
+/// The level when neither `--log-level` nor `IPAM_LOG` says one.
+const DEFAULT_LEVEL: tracing::Level = tracing::Level::WARN;
 
 /// Every error that ends the process is logged in the chosen format (JSON
 /// included, whatever the level) before it exits: 2 for a refused command
 /// line, 1 for a failure.
 fn main() -> ExitCode {
     let raw: Vec<String> = std::env::args().collect();
-    let parsed = cli::expand_config_file(raw.clone())
-        .map(|args| cli::Cli::try_parse_from(args).map_err(refused));
-    let args = match parsed {
-        Ok(Ok(args)) => args,
-        Ok(Err(code)) => return code,
+    let args = match cli::expand_config_file(raw.clone()) {
+        Ok(args) => match cli::Cli::try_parse_from(args) {
+            Ok(args) => args,
+            Err(error) => return ipam_logging::early::refused(error, &raw, DEFAULT_LEVEL),
+        },
         Err(error) => {
-            let (format, level) = cli::LogArgs::before_parsing(&raw);
+            let (format, level) = ipam_logging::early::before_parsing(&raw, DEFAULT_LEVEL);
             ipam_logging::init(format, &level);
             ipam_logging::fatal(&error_text::chain(&error));
             return ExitCode::FAILURE;
@@ -40,22 +41,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// A command line clap refused (or `--help`, `--version`): clap's own
-/// message and code, or, with `--log-format json`, the message as a JSON
-/// log line and code 2.
-fn refused(error: clap::Error) -> ExitCode {
-    let (format, level) = cli::LogArgs::before_parsing(&std::env::args().collect::<Vec<_>>());
-    let informational = matches!(
-        error.kind(),
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
-    );
-    if informational || format == LogFormat::Text {
-        let _ = error.print();
-        return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
-    }
-    ipam_logging::init(format, &level);
-    ipam_logging::fatal(error.render().to_string().trim());
-    ExitCode::from(2)
 }

@@ -10,7 +10,7 @@ mod start;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use ipam_logging::{LogFormat, LogLevel};
 
 #[derive(Parser)]
@@ -29,7 +29,8 @@ pub struct Cli {
 
 #[derive(Args)]
 pub struct LogArgs {
-    /// Log format on stderr: text, or one JSON object per line.
+    /// Log format on stderr: text, or one JSON object per line. A fatal
+    /// error is logged in it whatever the level.
     #[arg(long, global = true, env = "IPAM_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
     /// Log level: trace, debug, info, warn, error or off, or directives
@@ -37,36 +38,6 @@ pub struct LogArgs {
     /// else is refused.
     #[arg(long, global = true, env = "IPAM_LOG", default_value = "warn")]
     pub log_level: LogLevel,
-}
-
-impl LogArgs {
-    /// The log flags as `args` and their environment variables give them,
-    /// for a failure before the command line is parsed (a `--config` file
-    /// that cannot be read, a refused flag); a value that is refused too
-    /// gives the default.
-    pub fn before_parsing(args: &[String]) -> (LogFormat, LogLevel) {
-        let format = given(args, "--log-format", "IPAM_LOG_FORMAT")
-            .and_then(|value| LogFormat::from_str(&value, true).ok())
-            .unwrap_or(LogFormat::Text);
-        let level = given(args, "--log-level", "IPAM_LOG")
-            .and_then(|value| value.parse().ok())
-            .unwrap_or_else(|| LogLevel::level(tracing::Level::WARN));
-        (format, level)
-    }
-}
-
-/// The last value of `flag` on the command line, else the variable's.
-fn given(args: &[String], flag: &str, variable: &str) -> Option<String> {
-    let mut value = None;
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        if arg == flag {
-            value = rest.next().cloned();
-        } else if let Some(inline) = arg.strip_prefix(flag).and_then(|v| v.strip_prefix('=')) {
-            value = Some(inline.to_string());
-        }
-    }
-    value.or_else(|| std::env::var(variable).ok())
 }
 
 #[derive(Subcommand)]

@@ -92,3 +92,32 @@ pub fn expand_config_file(args: Vec<String>) -> anyhow::Result<Vec<String>> {
     expanded.extend(args[at + 1..].iter().cloned());
     Ok(expanded)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `command`'s arguments without help text, and its subcommands', as
+    /// `command path --flag`.
+    fn without_help(command: &clap::Command, path: &str) -> Vec<String> {
+        let path = format!("{path} {}", command.get_name()).trim().to_string();
+        let mut missing: Vec<String> = command
+            .get_arguments()
+            .filter(|arg| arg.get_help().is_none())
+            .map(|arg| format!("{path} {}", arg.get_id()))
+            .collect();
+        for sub in command.get_subcommands() {
+            missing.extend(without_help(sub, &path));
+        }
+        missing
+    }
+
+    #[test]
+    fn every_flag_of_every_command_has_help_text() {
+        let mut command = Cli::command();
+        command.build();
+        let missing = without_help(&command, "");
+        assert!(missing.is_empty(), "flags without help: {missing:#?}");
+    }
+}

@@ -215,6 +215,8 @@ pub struct RunArgs {
     /// Elect a leader among replicas (off: this replica always leads).
     #[arg(long, env = "IPAM_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
+    /// Name of the coordination.k8s.io Lease the replicas elect a leader
+    /// with.
     #[arg(long, env = "IPAM_LEASE_NAME", default_value = "ipam-operator")]
     pub lease_name: String,
     /// Namespace of the lease; the pod's own by default.
@@ -223,10 +225,14 @@ pub struct RunArgs {
     /// This replica's identity in the lease; the pod's name by default.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// Seconds a standby waits after the last renewal before taking the
+    /// lease.
     #[arg(long, env = "IPAM_LEASE_DURATION_SECONDS", default_value_t = 15)]
     pub lease_duration_seconds: u64,
+    /// Seconds the leader keeps trying to renew before it stops leading.
     #[arg(long, env = "IPAM_RENEW_DEADLINE_SECONDS", default_value_t = 10)]
     pub renew_deadline_seconds: u64,
+    /// Seconds between attempts to take or renew the lease.
     #[arg(long, env = "IPAM_RETRY_PERIOD_SECONDS", default_value_t = 2)]
     pub retry_period_seconds: u64,
 

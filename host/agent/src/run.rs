@@ -85,6 +85,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     // for, and is 200 once the CNI socket is served.
     let metrics = Arc::new(AgentMetrics::new());
     let startup = Startup::<AgentStep>::default();
+    if cli.datapath_object.is_none() {
+        startup.off(AgentStep::Datapath);
+    }
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await
         .with_context(|| format!("listening on {}", cli.listen))?;
@@ -182,10 +185,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Some(datapath)
         }
-        None => {
-            startup.off(AgentStep::Datapath);
-            None
-        }
+        None => None,
     };
     let allocator = Arc::new(
         Allocator::new(saved, node, state, routes, metrics.clone())

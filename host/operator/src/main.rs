@@ -13,21 +13,21 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// The level when neither `--log-level` nor `IPAM_LOG` says one.
-const DEFAULT_LEVEL: tracing::Level = tracing::Level::WARN;
-
 /// Every error that ends the process is logged in the chosen format (JSON
 /// included, whatever the level) before it exits: 2 for a refused command
 /// line, 1 for a failure.
 fn main() -> ExitCode {
     let raw: Vec<String> = std::env::args().collect();
+    let default_level = cli::DEFAULT_LOG_LEVEL
+        .parse()
+        .unwrap_or(tracing::Level::WARN);
     let args = match cli::expand_config_file(raw.clone()) {
         Ok(args) => match cli::Cli::try_parse_from(args) {
             Ok(args) => args,
-            Err(error) => return ipam_logging::early::refused(error, &raw, DEFAULT_LEVEL),
+            Err(error) => return ipam_logging::early::refused(error, &raw, default_level),
         },
         Err(error) => {
-            let (format, level) = ipam_logging::early::before_parsing(&raw, DEFAULT_LEVEL);
+            let (format, level) = ipam_logging::early::before_parsing(&raw, default_level);
             ipam_logging::init(format, &level);
             ipam_logging::fatal(&error_text::chain(&error));
             return ExitCode::FAILURE;

@@ -27,6 +27,9 @@ pub struct Cli {
     command: Command,
 }
 
+/// The level when neither `--log-level` nor `IPAM_LOG` says one.
+pub const DEFAULT_LOG_LEVEL: &str = "warn";
+
 #[derive(Args)]
 pub struct LogArgs {
     /// Log format on stderr: text, or one JSON object per line. A fatal
@@ -36,7 +39,7 @@ pub struct LogArgs {
     /// Log level: trace, debug, info, warn, error or off, or directives
     /// TARGET=LEVEL separated by commas (info,ipam_engine=debug); anything
     /// else is refused.
-    #[arg(long, global = true, env = "IPAM_LOG", default_value = "warn")]
+    #[arg(long, global = true, env = "IPAM_LOG", default_value = DEFAULT_LOG_LEVEL)]
     pub log_level: LogLevel,
 }
 

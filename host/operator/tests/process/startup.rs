@@ -1,7 +1,8 @@
 //! `ipam-operator run`'s start-up as a cluster operator sees it: `/healthz`
 //! answers while the slow work hangs (a registry or an etcd that accepts
 //! and says nothing, on 127.0.0.1) and `/readyz` names the step it waits
-//! for; a fatal error is one JSON log line at ERROR before a non-zero exit;
+//! for; a fatal error (a missing module or config file, an etcd that
+//! refuses) is one JSON log line at ERROR before a non-zero exit;
 //! an unknown `--log-level` is refused with exit code 2.
 
 use std::net::TcpListener;
@@ -180,6 +181,21 @@ fn a_fatal_error_is_one_json_line_at_error_before_a_non_zero_exit() {
     assert!(
         message.starts_with("connecting to etcd at http://127.0.0.1:"),
         "{line}"
+    );
+
+    // A config file that cannot be read: before the command line is
+    // parsed, the log flags are still followed.
+    let config = dir.path().join("absent.yaml");
+    let output = operator(dir.path(), &["run", "--config", config.to_str().unwrap()])
+        .output()
+        .expect("the operator runs");
+    let line = fatal_line(&output, 1);
+    assert_eq!(
+        line["fields"]["message"],
+        format!(
+            "reading {}: No such file or directory (os error 2)",
+            config.display()
+        )
     );
 
     // Even with logging off, the reason is logged.

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
+use ipam_logging::{LogFormat, LogLevel};
 
 use crate::register::{InterfaceSelection, Watermarks};
 
@@ -19,21 +20,21 @@ pub enum CloudArg {
     None,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
 /// The node agent: registers this node's CiliumNode, hands pod addresses out
 /// of its pool to the `ipam-cni` plugin, answers the release handshake and
 /// routes the addresses of secondary interfaces.
 #[derive(Debug, Parser)]
-#[command(name = "ipam-agent", version)]
+#[command(
+    name = "ipam-agent",
+    version,
+    about = "The node agent: registers this node's CiliumNode and hands pod addresses out of its pool to the ipam-cni plugin"
+)]
 pub struct Cli {
     /// This node's name (the downward API's spec.nodeName).
     #[arg(long, env = "NODE_NAME")]
     pub node_name: String,
+    /// Where the instance's facts come from, and which spec the CiliumNode
+    /// gets (spec.eni or spec.azure).
     #[arg(long, env = "IPAM_CLOUD", value_enum, default_value_t = CloudArg::None)]
     pub cloud: CloudArg,
     /// The instance metadata service.
@@ -43,15 +44,24 @@ pub struct Cli {
         default_value = "http://169.254.169.254"
     )]
     pub imds_endpoint: String,
-    /// The instance facts, instead of (or over) the metadata service's.
+    /// The instance's id (spec.instance-id), instead of the metadata
+    /// service's.
     #[arg(long, env = "IPAM_INSTANCE_ID")]
     pub instance_id: Option<String>,
+    /// The instance type (spec.eni.instance-type), instead of the metadata
+    /// service's.
     #[arg(long, env = "IPAM_INSTANCE_TYPE")]
     pub instance_type: Option<String>,
+    /// The availability zone (spec.eni.availability-zone), instead of the
+    /// metadata service's.
     #[arg(long, env = "IPAM_AVAILABILITY_ZONE")]
     pub availability_zone: Option<String>,
+    /// The VPC or VNet (spec.eni.vpc-id), instead of the metadata
+    /// service's.
     #[arg(long, env = "IPAM_VPC_ID")]
     pub vpc_id: Option<String>,
+    /// The subnet of the node's primary interface (spec.eni.node-subnet-id),
+    /// instead of the metadata service's.
     #[arg(long, env = "IPAM_NODE_SUBNET_ID")]
     pub node_subnet_id: Option<String>,
     /// spec.eni.first-interface-index: the first device index the operator
@@ -70,12 +80,18 @@ pub struct Cli {
     /// Security groups of new interfaces, by tag (K=V,...).
     #[arg(long, env = "IPAM_ENI_SECURITY_GROUP_TAGS", value_parser = parse_tags, default_value = "")]
     pub eni_security_group_tags: Tags,
+    /// spec.ipam.pre-allocate: free addresses the operator keeps in the
+    /// pool; unset: the operator's default.
     #[arg(long, env = "IPAM_PRE_ALLOCATE")]
     pub pre_allocate: Option<u32>,
+    /// spec.ipam.min-allocate: addresses the pool never goes below.
     #[arg(long, env = "IPAM_MIN_ALLOCATE")]
     pub min_allocate: Option<u32>,
+    /// spec.ipam.max-allocate: addresses the pool never goes above.
     #[arg(long, env = "IPAM_MAX_ALLOCATE")]
     pub max_allocate: Option<u32>,
+    /// spec.ipam.max-above-watermark: addresses allocated beyond the
+    /// pre-allocation when the pool grows.
     #[arg(long, env = "IPAM_MAX_ABOVE_WATERMARK")]
     pub max_above_watermark: Option<u32>,
     /// Where the allocations are saved: on a hostPath, so they survive the
@@ -116,15 +132,26 @@ pub struct Cli {
     /// At most one status patch per this many milliseconds.
     #[arg(long, env = "IPAM_AGENT_STATUS_INTERVAL_MS", default_value_t = 250)]
     pub status_interval_ms: u64,
+    /// A kubeconfig file; otherwise the in-cluster configuration.
     #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
+    /// Log format on stderr: text, or one JSON object per line. A fatal
+    /// error is logged in it whatever the level.
     #[arg(long, env = "IPAM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Log level: trace, debug, info, warn, error or off, or directives
+    /// TARGET=LEVEL separated by commas (info,ipam_agent=debug); anything
+    /// else is refused.
+    #[arg(long, env = "IPAM_LOG", default_value = DEFAULT_LOG_LEVEL)]
+    pub log_level: LogLevel,
     /// Tests only: pause this long after saving an allocation and before
     /// answering, so a crash test can kill the agent in that window.
     #[arg(long, env = "IPAM_AGENT_TEST_PAUSE_AFTER_SAVE_MS", hide = true)]
     pub test_pause_after_save_ms: Option<u64>,
 }
+
+/// The level when neither `--log-level` nor `IPAM_LOG` says one.
+pub const DEFAULT_LOG_LEVEL: &str = "info";
 
 /// Tags as K=V pairs.
 pub type Tags = BTreeMap<String, String>;
@@ -181,11 +208,30 @@ mod tests {
         assert_eq!(cli.datapath_object, None, "no datapath unless asked");
         assert_eq!(cli.bpffs, PathBuf::from("/sys/fs/bpf"));
         assert_eq!(cli.state_dir, PathBuf::from("/run/ipam-agent/state"));
-        for bad in ["--eni-subnet-tags=novalue", "--cloud=gcp"] {
+        assert_eq!(cli.log_level.to_string(), DEFAULT_LOG_LEVEL);
+        for bad in [
+            "--eni-subnet-tags=novalue",
+            "--cloud=gcp",
+            "--log-level=verbose",
+            "--log-format=yaml",
+        ] {
             assert!(
                 Cli::try_parse_from(["ipam-agent", "--node-name=n1", bad]).is_err(),
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn every_flag_has_help_text() {
+        use clap::CommandFactory;
+        let mut command = Cli::command();
+        command.build();
+        let missing: Vec<String> = command
+            .get_arguments()
+            .filter(|arg| arg.get_help().is_none())
+            .map(|arg| arg.get_id().to_string())
+            .collect();
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
     }
 }

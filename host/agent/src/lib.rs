@@ -12,6 +12,7 @@
 //! | --- | --- |
 //! | `cli` | flags and their environment variables |
 //! | `run` | the start-up order and the tasks |
+//! | `startup` | the start-up steps `/readyz` names while it waits for them |
 //! | `state_file` | the allocations in their file (under /run by default), written atomically |
 //! | `allocator` | the decisions over the node view and the allocations, under one lock |
 //! | `status_change` | status.ipam.used and the handshake answers, as a typed change sent as a merge patch |
@@ -36,5 +37,6 @@ pub mod netlink_routes;
 pub mod register;
 pub mod routing;
 pub mod run;
+pub mod startup;
 pub mod state_file;
 pub mod status_change;

@@ -1,23 +1,29 @@
 //! `ipam-agent`: see the crate's README and docs/agent.md.
 
-use clap::Parser;
-use ipam_agent::cli::{Cli, LogFormat};
+use std::process::ExitCode;
 
+use clap::Parser;
+use ipam_agent::cli::{Cli, DEFAULT_LOG_LEVEL};
+
+/// Every error that ends the agent is logged in the chosen format (JSON
+/// included, whatever the level) before it exits: 2 for a refused command
+/// line, 1 for a failure.
 #[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match cli.log_format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
-    match ipam_agent::run::run(cli).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+async fn main() -> ExitCode {
+    let raw: Vec<String> = std::env::args().collect();
+    let cli = match Cli::try_parse_from(&raw) {
+        Ok(cli) => cli,
         Err(error) => {
-            tracing::error!("{error:#}");
-            std::process::ExitCode::FAILURE
+            let default = DEFAULT_LOG_LEVEL.parse().unwrap_or(tracing::Level::INFO);
+            return ipam_logging::early::refused(error, &raw, default);
+        }
+    };
+    ipam_logging::init(cli.log_format, &cli.log_level);
+    match ipam_agent::run::run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            ipam_logging::fatal(&format!("{error:#}"));
+            ExitCode::FAILURE
         }
     }
 }

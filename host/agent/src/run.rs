@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::sync::watch;
+use ipam_health_http::startup::Startup;
 
 use crate::allocator::Allocator;
 use crate::cli::Cli;
@@ -24,6 +24,7 @@ use crate::kube_node::{publish, NodeClient};
 use crate::metrics::AgentMetrics;
 use crate::register::Registration;
 use crate::routing::{NoRoutes, RouteTable};
+use crate::startup::AgentStep;
 use crate::state_file::StateFile;
 use crate::{cni_server, netlink_routes};
 
@@ -43,19 +44,27 @@ async fn kube_client(cli: &Cli) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
-/// Retry `attempt` with backoff (1 s doubling to 30 s) until it succeeds,
-/// logging each failure: the API server or the metadata service may not be
-/// reachable yet when a node boots.
+/// Retry `attempt` as `step` with backoff (1 s doubling to 30 s) until it
+/// succeeds, logging each failure and showing the last in `/readyz`: the
+/// API server or the metadata service may not be reachable yet when a node
+/// boots.
 async fn until_done<T, E: std::fmt::Display, F: std::future::Future<Output = Result<T, E>>>(
+    startup: &Startup<AgentStep>,
+    step: AgentStep,
     what: &str,
     mut attempt: impl FnMut() -> F,
 ) -> T {
     let mut delay = Duration::from_secs(1);
+    startup.waiting(step, what);
     loop {
         match attempt().await {
-            Ok(value) => return value,
+            Ok(value) => {
+                startup.done(step);
+                return value;
+            }
             Err(error) => {
                 tracing::warn!(%error, retry_in = ?delay, "{what}");
+                startup.waiting(step, format!("retrying in {delay:?}: {error}"));
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(30));
             }
@@ -72,20 +81,29 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     )?;
     tracing::info!(saved = saved.allocations.len(), file = %state.path().display(), "allocations read");
 
+    // Health before the slow work: /readyz names the steps still waited
+    // for, and is 200 once the CNI socket is served.
     let metrics = Arc::new(AgentMetrics::new());
-    let (ready_tx, ready) = watch::channel(false);
+    let startup = Startup::<AgentStep>::default();
+    if cli.datapath_object.is_none() {
+        startup.off(AgentStep::Datapath);
+    }
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await
         .with_context(|| format!("listening on {}", cli.listen))?;
     let endpoint_metrics = metrics.clone();
-    let endpoints = ipam_health_http::Endpoints::new(
-        ready,
+    let mut startup_registry = prometheus_client::registry::Registry::default();
+    startup.register(&mut startup_registry, "ipam_agent_startup_step");
+    let readiness = startup.clone();
+    let endpoints = ipam_health_http::Endpoints::with_readiness(
+        Arc::new(move || readiness.report().pending()),
         Arc::new(move |text: &mut String| {
             // Writing into a String cannot fail.
             let _ = prometheus_client::encoding::text::encode_registry(
                 text,
                 endpoint_metrics.registry(),
             );
+            let _ = prometheus_client::encoding::text::encode_registry(text, &startup_registry);
         }),
     );
     tokio::spawn(ipam_health_http::serve(
@@ -95,21 +113,37 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     ));
 
     // 2. Register the node.
-    let client = kube_client(&cli).await?;
+    let client = startup
+        .run(
+            AgentStep::Kubernetes,
+            "building the client",
+            kube_client(&cli),
+        )
+        .await?;
     let nodes = NodeClient::new(client, &cli.node_name);
-    let node_facts = until_done("reading the instance's facts", || facts::gather(&cli)).await;
+    let node_facts = until_done(
+        &startup,
+        AgentStep::InstanceFacts,
+        "reading the instance's facts",
+        || facts::gather(&cli),
+    )
+    .await;
     let registration = Registration {
         facts: node_facts,
         interfaces: cli.interfaces(),
         watermarks: cli.watermarks(),
     };
-    let node = until_done("registering the CiliumNode", || {
-        nodes.register(&registration)
-    })
+    let node = until_done(
+        &startup,
+        AgentStep::Registration,
+        "registering the CiliumNode",
+        || nodes.register(&registration),
+    )
     .await;
     tracing::info!(node = %node.name, instance = %node.spec.instance_id, pool = node.spec.ipam.pool.len(), "CiliumNode registered");
 
     // 3. Restore against the pool and the pods that still exist.
+    startup.waiting(AgentStep::Restore, "listing the pods on this node");
     let live_pods = match nodes.live_pods().await {
         Ok(pods) => Some(pods),
         Err(error) => {
@@ -117,17 +151,33 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             None
         }
     };
-    let cni = CniThread::start()?;
-    let routes: Arc<dyn RouteTable> = if cli.routing {
-        // Its connection is driven by the CNI thread, where it is used.
-        let _entered = cni.handle().enter();
-        Arc::new(netlink_routes::NetlinkRoutes::new().context("opening netlink")?)
-    } else {
-        Arc::new(NoRoutes)
-    };
+    let cni = startup
+        .run(AgentStep::Restore, "starting the CNI thread", async {
+            CniThread::start()
+        })
+        .await?;
+    let routes = startup
+        .run(AgentStep::Restore, "opening netlink", async {
+            anyhow::Ok::<Arc<dyn RouteTable>>(if cli.routing {
+                // Its connection is driven by the CNI thread, where it is used.
+                let _entered = cni.handle().enter();
+                Arc::new(netlink_routes::NetlinkRoutes::new().context("opening netlink")?)
+            } else {
+                Arc::new(NoRoutes)
+            })
+        })
+        .await?;
+    startup.waiting(AgentStep::Restore, "waiting for the datapath");
     let datapath = match &cli.datapath_object {
         Some(object) => {
-            let datapath = load_datapath(object, &cli.bpffs, &metrics).await?;
+            let loading = format!("loading {}", object.display());
+            let datapath = startup
+                .run(
+                    AgentStep::Datapath,
+                    loading,
+                    load_datapath(object, &cli.bpffs, &metrics),
+                )
+                .await?;
             tokio::spawn(
                 datapath
                     .clone()
@@ -142,12 +192,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             .with_datapath(datapath)
             .pause_after_save(cli.test_pause_after_save_ms.map(Duration::from_millis)),
     );
-    let report = cni
-        .run("the restore", {
-            let allocator = allocator.clone();
-            async move { allocator.restore(live_pods.as_ref()).await }
-        })
-        .await??;
+    let restore = cni.run("the restore", {
+        let allocator = allocator.clone();
+        async move { allocator.restore(live_pods.as_ref()).await }
+    });
+    let report = startup
+        .run(
+            AgentStep::Restore,
+            "judging the saved allocations",
+            async move { anyhow::Ok(restore.await??) },
+        )
+        .await?;
     for ip in &report.outside_pool {
         tracing::warn!(%ip, "a pod holds an address that has left the pool; it is not handed out again");
     }
@@ -165,17 +220,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         metrics.clone(),
         Duration::from_millis(cli.status_interval_ms),
     ));
-    let socket = {
-        let _entered = cni.handle().enter();
-        cni_server::bind(&cli.socket)?
-    };
+    let socket = startup
+        .run(AgentStep::CniSocket, "binding the socket", async {
+            let _entered = cni.handle().enter();
+            cni_server::bind(&cli.socket)
+        })
+        .await?;
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = cni
         .handle()
         .spawn(cni_server::serve(socket, allocator, metrics, async move {
             let _ = serving_stopped.await;
         }));
-    ready_tx.send_replace(true);
+    startup.done(AgentStep::CniSocket);
     tracing::info!(socket = %cli.socket.display(), "serving the CNI plugin");
 
     shutdown_signal().await?;

@@ -6,6 +6,7 @@
 //! [`probe::get`] asks them, as a kubelet's probe would.
 
 pub mod probe;
+pub mod startup;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -104,20 +105,33 @@ impl Collector for ProcessCollector {
 /// `# EOF`, which [`Endpoints`] adds).
 pub type MetricsText = Arc<dyn Fn(&mut String) + Send + Sync>;
 
+/// Why the process is not ready (the body of `/readyz`'s 503), or None
+/// when it is; asked on every `/readyz`.
+pub type Readiness = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
 /// What the endpoints report.
 #[derive(Clone)]
 pub struct Endpoints {
-    ready: watch::Receiver<bool>,
+    readiness: Readiness,
     metrics: MetricsText,
     process: Arc<Registry>,
 }
 
 impl Endpoints {
+    /// Ready while `ready` is true (`not ready` otherwise).
     pub fn new(ready: watch::Receiver<bool>, metrics: MetricsText) -> Self {
+        Self::with_readiness(
+            Arc::new(move || (!*ready.borrow()).then(|| "not ready".to_string())),
+            metrics,
+        )
+    }
+
+    /// Ready when `readiness` says nothing is missing.
+    pub fn with_readiness(readiness: Readiness, metrics: MetricsText) -> Self {
         let mut process = Registry::default();
         process.register_collector(Box::new(ProcessCollector));
         Self {
-            ready,
+            readiness,
             metrics,
             process: Arc::new(process),
         }
@@ -150,14 +164,14 @@ impl Endpoints {
         }
         match path {
             "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-            "/readyz" if *self.ready.borrow() => {
-                reply(StatusCode::OK, "text/plain", "ready\n".into())
-            }
-            "/readyz" => reply(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                "not ready\n".into(),
-            ),
+            "/readyz" => match (self.readiness)() {
+                None => reply(StatusCode::OK, "text/plain", "ready\n".into()),
+                Some(missing) => reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    format!("{missing}\n"),
+                ),
+            },
             "/metrics" => reply(StatusCode::OK, OPENMETRICS, self.metrics_text()),
             _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
         }
@@ -216,6 +230,12 @@ mod tests {
         assert_eq!(status("/readyz"), StatusCode::SERVICE_UNAVAILABLE);
         ready_tx.send_replace(true);
         assert_eq!(status("/readyz"), StatusCode::OK);
+        let why = Endpoints::with_readiness(
+            Arc::new(|| Some("waiting: etcd; failed: -".to_string())),
+            Arc::new(|_: &mut String| {}),
+        )
+        .answer(&Method::GET, "/readyz");
+        assert_eq!(why.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(status("/nope"), StatusCode::NOT_FOUND);
         assert_eq!(
             endpoints.answer(&Method::POST, "/healthz").status(),

@@ -7,23 +7,38 @@ mod error_text;
 mod modules;
 mod rate_flags;
 mod serve;
+mod startup;
+
+use std::process::ExitCode;
 
 use clap::Parser;
 
-fn main() -> std::process::ExitCode {
-    let args = match cli::expand_config_file(std::env::args().collect()) {
-        Ok(args) => cli::Cli::parse_from(args),
+/// Every error that ends the process is logged in the chosen format (JSON
+/// included, whatever the level) before it exits: 2 for a refused command
+/// line, 1 for a failure.
+fn main() -> ExitCode {
+    let raw: Vec<String> = std::env::args().collect();
+    let default_level = cli::DEFAULT_LOG_LEVEL
+        .parse()
+        .unwrap_or(tracing::Level::WARN);
+    let args = match cli::expand_config_file(raw.clone()) {
+        Ok(args) => match cli::Cli::try_parse_from(args) {
+            Ok(args) => args,
+            Err(error) => return ipam_logging::early::refused(error, &raw, default_level),
+        },
         Err(error) => {
-            eprintln!("error: {}", error_text::chain(&error));
-            return std::process::ExitCode::FAILURE;
+            let (format, level) = ipam_logging::early::before_parsing(&raw, default_level);
+            ipam_logging::init(format, &level);
+            ipam_logging::fatal(&error_text::chain(&error));
+            return ExitCode::FAILURE;
         }
     };
-    cli::init_logging(&args.log);
+    ipam_logging::init(args.log.log_format, &args.log.log_level);
     match cli::run(args) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {}", error_text::chain(&error));
-            std::process::ExitCode::FAILURE
+            ipam_logging::fatal(&error_text::chain(&error));
+            ExitCode::FAILURE
         }
     }
 }

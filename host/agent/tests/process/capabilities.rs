@@ -195,7 +195,7 @@ async fn bpf_and_net_admin_are_all_the_datapath_needs() {
 /// its log.
 fn refused_start(capabilities: &[&str], node: &NodeNs) -> String {
     let mut agent = start(node, capabilities, Stdio::piped());
-    let mut logs = agent.stdout.take().expect("the agent's log");
+    let mut logs = agent.stderr.take().expect("the agent's log");
     let reading = std::thread::spawn(move || {
         let mut text = String::new();
         // Whatever was written before a read error is still the evidence.

@@ -14,4 +14,5 @@ mod handshake;
 mod node_ns;
 mod reboot;
 mod registration;
+mod startup;
 mod support;

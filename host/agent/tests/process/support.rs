@@ -128,7 +128,7 @@ impl AgentSetup {
     /// Start the agent as `start` does, through `launcher` when it is not
     /// empty (a program and its arguments that exec the agent with its own
     /// arguments appended, so the child's pid is the agent's), its log
-    /// (standard output) going to `logs`.
+    /// (standard error) going to `logs`.
     pub fn start_through(&self, ns: Option<&NetNs>, launcher: &[&str], logs: Stdio) -> Running {
         let spawn = move || {
             let mut command = match launcher.split_first() {
@@ -141,9 +141,9 @@ impl AgentSetup {
             };
             command
                 .args(&self.args)
-                .env("RUST_LOG", "info")
-                .stdout(logs)
-                .stderr(Stdio::inherit())
+                .env("IPAM_LOG", "info")
+                .stdout(Stdio::inherit())
+                .stderr(logs)
                 .spawn()
                 .expect("start ipam-agent")
         };

@@ -35,8 +35,10 @@ pub struct KvstoreArgs {
     /// PEM client certificate for etcd (with --etcd-key-file).
     #[arg(long, env = "IPAM_ETCD_CERT_FILE", value_name = "FILE")]
     pub etcd_cert_file: Option<PathBuf>,
+    /// PEM private key of --etcd-cert-file.
     #[arg(long, env = "IPAM_ETCD_KEY_FILE", value_name = "FILE")]
     pub etcd_key_file: Option<PathBuf>,
+    /// etcd user (with --etcd-password-file).
     #[arg(long, env = "IPAM_ETCD_USERNAME")]
     pub etcd_username: Option<String>,
     /// A file holding the etcd password (a mounted Secret; never a flag).
@@ -45,6 +47,7 @@ pub struct KvstoreArgs {
     /// Requests per second the operator sends to etcd.
     #[arg(long, env = "IPAM_ETCD_QPS", default_value_t = 20.0)]
     pub etcd_qps: f64,
+    /// Requests sent to etcd at once before --etcd-qps paces them.
     #[arg(long, env = "IPAM_ETCD_BURST", default_value_t = 40)]
     pub etcd_burst: u32,
     /// TTL of the lease the operator's keys are written on (Cilium's
@@ -78,6 +81,8 @@ pub struct KvstoreArgs {
     /// unused (for agents in kvstore identity allocation mode).
     #[arg(long, env = "IPAM_IDENTITY_GC", default_value_t = true, action = clap::ArgAction::Set)]
     pub identity_gc: bool,
+    /// Seconds between rounds of the identity GC (Cilium's
+    /// --identity-gc-interval).
     #[arg(long, env = "IPAM_IDENTITY_GC_INTERVAL_SECONDS", default_value_t = 900)]
     pub identity_gc_interval_seconds: u64,
     /// Identities deleted per minute at most.

@@ -6,11 +6,12 @@ mod kvstore_duties;
 mod provider;
 mod run;
 mod simulate;
+mod start;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+use ipam_logging::{LogFormat, LogLevel};
 
 #[derive(Parser)]
 #[command(
@@ -26,20 +27,20 @@ pub struct Cli {
     command: Command,
 }
 
+/// The level when neither `--log-level` nor `IPAM_LOG` says one.
+pub const DEFAULT_LOG_LEVEL: &str = "warn";
+
 #[derive(Args)]
 pub struct LogArgs {
-    /// Log format.
+    /// Log format on stderr: text, or one JSON object per line. A fatal
+    /// error is logged in it whatever the level.
     #[arg(long, global = true, env = "IPAM_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
-    /// Log filter (tracing-subscriber EnvFilter syntax).
-    #[arg(long, global = true, env = "IPAM_LOG", default_value = "warn")]
-    pub log_level: String,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
+    /// Log level: trace, debug, info, warn, error or off, or directives
+    /// TARGET=LEVEL separated by commas (info,ipam_engine=debug); anything
+    /// else is refused.
+    #[arg(long, global = true, env = "IPAM_LOG", default_value = DEFAULT_LOG_LEVEL)]
+    pub log_level: LogLevel,
 }
 
 #[derive(Subcommand)]
@@ -53,20 +54,6 @@ enum Command {
     /// Run the engine against the mock provider and simulated nodes whose
     /// pods come and go; prints progress and a summary.
     Simulate(simulate::SimulateArgs),
-}
-
-pub fn init_logging(args: &LogArgs) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Colours only on a terminal: `| tee run.log` must not keep escape codes.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }
 
 /// Each command picks its runtime: the simulation needs a paused clock.
@@ -107,4 +94,33 @@ pub fn expand_config_file(args: Vec<String>) -> anyhow::Result<Vec<String>> {
     expanded.extend(run::config_file_args(std::path::Path::new(&file))?);
     expanded.extend(args[at + 1..].iter().cloned());
     Ok(expanded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `command`'s arguments without help text, and its subcommands', as
+    /// `command path --flag`.
+    fn without_help(command: &clap::Command, path: &str) -> Vec<String> {
+        let path = format!("{path} {}", command.get_name()).trim().to_string();
+        let mut missing: Vec<String> = command
+            .get_arguments()
+            .filter(|arg| arg.get_help().is_none())
+            .map(|arg| format!("{path} {}", arg.get_id()))
+            .collect();
+        for sub in command.get_subcommands() {
+            missing.extend(without_help(sub, &path));
+        }
+        missing
+    }
+
+    #[test]
+    fn every_flag_of_every_command_has_help_text() {
+        let mut command = Cli::command();
+        command.build();
+        let missing = without_help(&command, "");
+        assert!(missing.is_empty(), "flags without help: {missing:#?}");
+    }
 }

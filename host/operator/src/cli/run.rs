@@ -11,29 +11,26 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use ipam_cloud::rate::BucketConfig;
-use ipam_cloud::CloudApi;
-use ipam_clouds::aws::credentials::AwsCredentialConfig;
-use ipam_clouds::azure::credentials::AzureCredentialConfig;
 use ipam_clouds::Cloud;
-use ipam_engine::{LimitedCloud, LoopSettings, MaintenanceSettings, Metrics};
+use ipam_duty::DutyMetrics;
+use ipam_engine::{LoopSettings, MaintenanceSettings, Metrics};
+use ipam_health_http::startup::Startup;
 use ipam_k8s::endpoint_gc::{EndpointGc, EndpointGcSettings};
 use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
-use ipam_k8s::store::{KubeNodeStore, FIELD_MANAGER};
-use ipam_provider_module::sha256_hex;
 use ipam_provider_runtime::host_budget::OverBudget;
-use ipam_provider_runtime::{BudgetSink, CallLimits, ProviderRuntime, RuntimeConfig};
+use ipam_provider_runtime::{BudgetSink, CallLimits};
 use tokio::sync::watch;
 
 use super::ipam_mode::{ipam_mode, IpamModeArg};
 use super::kvstore_args::KvstoreArgs;
 use super::kvstore_duties;
-use super::provider::{load_config, module_bytes, trust_roots};
+use super::provider::trust_roots;
+use super::start::{start, Started};
 use crate::duties::Duties;
-use crate::rate_flags::{parse_bucket_override, rate_limits, rate_settings};
+use crate::rate_flags::{parse_bucket_override, rate_settings};
 use crate::serve::{endpoints, serve};
-use ipam_duty::DutyMetrics;
-use ipam_kvstore::etcd_store::EtcdStore;
+use crate::startup::{readiness, StartStep};
 
 /// The cloud the provider talks to, for its provider's default egress (the
 /// rate model is the provider's own declaration).
@@ -75,8 +72,17 @@ pub enum CredentialsSource {
 }
 
 impl CredentialsSource {
+    /// What the credentials step does, as /readyz says it.
+    pub(super) fn resolving(self) -> &'static str {
+        match self {
+            CredentialsSource::File => "the --provider-credentials file",
+            CredentialsSource::Aws => "resolving the AWS chain",
+            CredentialsSource::Azure => "resolving the Azure chain",
+        }
+    }
+
     /// The cloud whose chain this is, if any.
-    fn cloud(self) -> Option<Cloud> {
+    pub(super) fn cloud(self) -> Option<Cloud> {
         match self {
             CredentialsSource::File => None,
             CredentialsSource::Aws => Some(Cloud::Aws),
@@ -209,6 +215,8 @@ pub struct RunArgs {
     /// Elect a leader among replicas (off: this replica always leads).
     #[arg(long, env = "IPAM_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
+    /// Name of the coordination.k8s.io Lease the replicas elect a leader
+    /// with.
     #[arg(long, env = "IPAM_LEASE_NAME", default_value = "ipam-operator")]
     pub lease_name: String,
     /// Namespace of the lease; the pod's own by default.
@@ -217,10 +225,14 @@ pub struct RunArgs {
     /// This replica's identity in the lease; the pod's name by default.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// Seconds a standby waits after the last renewal before taking the
+    /// lease.
     #[arg(long, env = "IPAM_LEASE_DURATION_SECONDS", default_value_t = 15)]
     pub lease_duration_seconds: u64,
+    /// Seconds the leader keeps trying to renew before it stops leading.
     #[arg(long, env = "IPAM_RENEW_DEADLINE_SECONDS", default_value_t = 10)]
     pub renew_deadline_seconds: u64,
+    /// Seconds between attempts to take or renew the lease.
     #[arg(long, env = "IPAM_RETRY_PERIOD_SECONDS", default_value_t = 2)]
     pub retry_period_seconds: u64,
 
@@ -279,130 +291,65 @@ pub fn config_file_args(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
     Ok(args)
 }
 
-async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &Default::default()).await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no in-cluster config and no kubeconfig")?,
-    };
-    Ok(kube::Client::try_from(config)?)
-}
-
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // The flags and the files they name, checked before anything is served.
     let cloud_kind = Cloud::from(args.cloud);
     let ipam_mode = ipam_mode(cloud_kind, args.ipam_mode)?;
     tracing::info!(mode = %ipam_mode, cloud = ?cloud_kind, "IPAM mode");
     // Read once, before anything goes out: the pull, the credential chain
     // and the provider's egress all verify against these roots.
     let trust = trust_roots(args.egress_ca_file.as_deref())?;
-    let (path, bytes) = module_bytes(&args.provider, &trust).await?;
-    if let Some(want) = &args.provider_sha256 {
-        let have = sha256_hex(&bytes);
-        anyhow::ensure!(
-            have.eq_ignore_ascii_case(want.trim_start_matches("sha256:")),
-            "{}: sha256 is {have}, but --provider-sha256 pins {want}",
-            path.display()
-        );
-    }
-    let mut provider_config = load_config(
-        &args.provider,
-        args.provider_settings.as_deref(),
-        &args.egress,
-        trust.clone(),
-        args.provider_credentials.as_deref(),
-        CallLimits {
-            timeout: Duration::from_millis(args.provider_timeout_ms),
-            memory_bytes: args.provider_memory_mib << 20,
-            host_entries: args.provider_host_entries,
-            host_bytes: args.provider_host_mib << 20,
-            concurrent_requests: args.provider_concurrent_requests,
-            call_body_bytes: args.provider_call_body_mib << 20,
-        },
-    )?;
-    provider_config.special_addresses = args.provider_special_addresses.clone();
-    match args.credentials_source {
-        CredentialsSource::File => {}
-        CredentialsSource::Aws => {
-            let config = AwsCredentialConfig {
-                trust,
-                ..AwsCredentialConfig::from_env()
-            };
-            provider_config.credentials = ipam_clouds::aws::credentials::start(config)
-                .await
-                .context("resolving AWS credentials")?;
-        }
-        CredentialsSource::Azure => {
-            let config = AzureCredentialConfig {
-                trust,
-                ..AzureCredentialConfig::from_env()
-            };
-            provider_config.credentials = ipam_clouds::azure::credentials::start(config)
-                .await
-                .context("resolving Azure credentials")?;
-        }
-    }
-    if let Some(chain) = args.credentials_source.cloud() {
-        if chain != cloud_kind {
-            tracing::warn!(
-                cloud = ?cloud_kind,
-                credentials = ?chain,
-                "credentials come from another cloud's chain than --cloud: that cloud's default egress is not applied"
-            );
-        }
-    }
     let rate = rate_settings(&args.rate_buckets, args.rate_global_cap)?;
-    let metrics = Arc::new(Metrics::new());
-    provider_config.refusals = Some(metrics.clone());
-    provider_config.budget_events = Some(Arc::new(BudgetMetric(metrics.clone())));
-    if provider_config.egress.is_empty() {
-        provider_config.egress = cloud_kind
-            .default_egress(&provider_config.settings)
-            .with_context(|| format!("the default egress allow-list of cloud {cloud_kind:?}"))?;
-        if !provider_config.egress.is_empty() {
-            tracing::info!(egress = ?provider_config.egress, cloud = ?cloud_kind, "egress allow-list: the cloud's default");
-        }
+    if args.kvstore.enabled() {
+        args.kvstore.mesh()?;
     }
-    let runtime = ProviderRuntime::new(RuntimeConfig::default())?;
-    let provider = runtime
-        .load(&bytes, provider_config)
-        .await
-        .with_context(|| format!("loading {}", path.display()))?;
-    tracing::info!(provider = %provider.info().name, module = %path.display(), "provider loaded");
-    let limits = rate_limits(provider.info(), &rate)?;
-    tracing::info!(buckets = %limits.summary(), "keeping to the cloud's rate limits");
-    let cloud = Arc::new(LimitedCloud::new(provider, limits).with_metrics(metrics.clone()));
 
-    // etcd is dialled at start, leader or not, so that a bad address or
-    // certificate stops the process at once instead of at its first lead.
-    let kvstore = match args.kvstore.enabled() {
-        true => {
-            args.kvstore.mesh()?;
-            let config = args.kvstore.etcd_config().context("the etcd flags")?;
-            let store = EtcdStore::connect(&config)
-                .await
-                .with_context(|| format!("connecting to etcd at {}", config.endpoints.join(",")))?;
-            tracing::info!(endpoints = %config.endpoints.join(","), "kvstore: connected to etcd");
-            Some(Arc::new(store))
-        }
-        false => {
+    // Health first: /healthz answers while the slow start-up runs, and
+    // /readyz says which of its steps are still waited for.
+    let metrics = Arc::new(Metrics::new());
+    let duty_metrics = Arc::new(DutyMetrics::new());
+    let startup = Startup::<StartStep>::default();
+    let (ready_tx, ready) = watch::channel(false);
+    let (stop_tx, stop) = watch::channel(false);
+    let until_stop = |mut stop: watch::Receiver<bool>| async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    tracing::info!(listen = %args.listen, "serving /healthz, /readyz, /metrics");
+    let server = tokio::spawn(serve(
+        listener,
+        endpoints(
+            readiness(startup.clone(), ready),
+            metrics.clone(),
+            &duty_metrics,
+            &startup,
+        ),
+        until_stop(stop.clone()),
+    ));
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
+    });
+
+    // A SIGTERM during the start-up (a pull or a dial that hangs) stops it.
+    let Started {
+        cloud,
+        kvstore,
+        client,
+        store,
+    } = tokio::select! {
+        started = start(&args, &trust, &rate, &metrics, &startup) => started?,
+        () = until_stop(stop.clone()) => {
             tracing::info!(
-                "kvstore: no etcd given (--etcd-endpoints, --etcd-config): kvstore duties off"
+                waiting = startup.report().pending().unwrap_or_default(),
+                "stopped during the start-up"
             );
-            None
+            return Ok(ExitCode::SUCCESS);
         }
     };
-
-    let client = kube_client(args.kubeconfig.as_deref()).await?;
-    if args.register_crd && ipam_k8s::crd::ensure(client.clone()).await? {
-        tracing::info!(crd = ipam_k8s::crd::NAME, "registered the CiliumNode CRD");
-    }
-    let store = Arc::new(KubeNodeStore::new(client.clone(), FIELD_MANAGER));
-    tokio::spawn(store.clone().run());
     let operator = Operator {
         store,
         cloud,
@@ -422,29 +369,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             ..LoopSettings::default()
         },
         reuse_cooldown: Duration::from_secs(args.reuse_cooldown_seconds),
-        metrics: metrics.clone(),
+        metrics,
     };
-
-    let (ready_tx, ready) = watch::channel(false);
-    let (stop_tx, stop) = watch::channel(false);
-    let until_stop = |mut stop: watch::Receiver<bool>| async move {
-        let _ = stop.wait_for(|s| *s).await;
-    };
-    let duty_metrics = Arc::new(DutyMetrics::new());
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    tracing::info!(listen = %args.listen, "serving /healthz, /readyz, /metrics");
-    let server = tokio::spawn(serve(
-        listener,
-        endpoints(ready, metrics, &duty_metrics),
-        until_stop(stop.clone()),
-    ));
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        tracing::info!("shutting down");
-        let _ = stop_tx.send(true);
-    });
 
     let (leader_tx, leader) = watch::channel(!args.leader_elect);
     let mut duties = Duties::new(leader.clone(), stop.clone(), duty_metrics);
@@ -525,7 +451,7 @@ async fn shutdown_signal() {
 /// `cilium_operator_ipam_provider_over_budget{provider, resource}`, and the
 /// guest log lines dropped over a call's log budget in
 /// `cilium_operator_ipam_provider_log_lines_dropped{provider}`.
-struct BudgetMetric(Arc<Metrics>);
+pub(super) struct BudgetMetric(pub(super) Arc<Metrics>);
 
 impl BudgetSink for BudgetMetric {
     fn over_budget(&self, provider: &str, over: OverBudget) {

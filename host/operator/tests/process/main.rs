@@ -6,4 +6,5 @@ mod beside_cilium;
 mod kvstore;
 mod lifecycle;
 mod sigkill;
+mod startup;
 mod support;

@@ -81,6 +81,14 @@ const OPERATOR: &[(&str, Reach)] = &[
         "--registry-credentials-file",
         v("provider.pullSecret", "registry", "/etc/ipam-operator/registry/.dockerconfigjson"),
     ),
+    (
+        "--plain-http-registry",
+        v(
+            "provider.plainHttpRegistries",
+            "['127.0.0.1:5000', 'localhost:5001']",
+            "127.0.0.1:5000,localhost:5001",
+        ),
+    ),
     ("--provider-timeout-ms", v("provider.limits.callTimeoutMs", "1001", "1001")),
     ("--provider-memory-mib", v("provider.limits.memoryMiB", "1002", "1002")),
     ("--provider-host-entries", v("provider.limits.hostEntries", "1003", "1003")),
@@ -339,9 +347,16 @@ fn check_reachable(
         match reach {
             V { path, rendered, .. } => match env.get(variable) {
                 Some(Some(value)) if value == rendered => {}
-                other => problems.push(format!(
-                    "{flag}: {path} gives {variable}={other:?}, not {rendered:?}"
-                )),
+                other => {
+                    let got = match other {
+                        Some(Some(value)) => format!("{value:?}"),
+                        Some(None) => "a valueFrom".to_string(),
+                        None => "nothing".to_string(),
+                    };
+                    problems.push(format!(
+                        "{flag}: {path} gives {variable} {got}, not {rendered:?}"
+                    ));
+                }
             },
             Chart(why) => {
                 if !env.contains_key(variable) {

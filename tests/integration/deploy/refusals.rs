@@ -3,8 +3,8 @@
 //! (clusterName, never "default"; provider.name; provider.module, pinned by
 //! digest), the node agent next to cilium-agent, an agent cloud other than
 //! the operator's, the mock provider with a real cloud, the admission
-//! policy before Kubernetes 1.30, and a PodDisruptionBudget that blocks
-//! every drain. Each refused case has a rendered twin that passes, so a
+//! policy before Kubernetes 1.30, a PodDisruptionBudget that blocks
+//! every drain, and a cluster id above the mesh's size. Each refused case has a rendered twin that passes, so a
 //! check refusing everything would fail here too.
 
 use std::ffi::OsStr;
@@ -287,5 +287,40 @@ fn a_disruption_budget_that_blocks_every_drain_is_refused() {
         )
         .as_u64(),
         Some(1)
+    );
+}
+
+#[test]
+fn a_cluster_id_above_the_mesh_size_is_refused() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let dir = dir.path();
+    let kvstore = |id: u32, max: u32| {
+        format!(
+            "kvstore: {{endpoints: [\"https://etcd:2379\"], clusterId: {id}, maxConnectedClusters: {max}}}\n"
+        )
+    };
+    refused(
+        dir,
+        &kvstore(300, 255),
+        &[],
+        &[
+            "kvstore.clusterId 300",
+            "kvstore.maxConnectedClusters to 511",
+        ],
+    );
+    let objects = renders(dir, &kvstore(300, 511), &[]);
+    let operator = find(&objects, "Deployment", "ipam-operator");
+    let env = get(operator, "spec.template.spec.containers.0.env");
+    let value_of = |name: &str| {
+        env.as_sequence()
+            .into_iter()
+            .flatten()
+            .find(|e| get(e, "name").as_str() == Some(name))
+            .and_then(|e| get(e, "value").as_str().map(str::to_string))
+    };
+    assert_eq!(value_of("IPAM_CLUSTER_ID").as_deref(), Some("300"));
+    assert_eq!(
+        value_of("IPAM_MAX_CONNECTED_CLUSTERS").as_deref(),
+        Some("511")
     );
 }

@@ -1,7 +1,8 @@
 //! The AWS provider component against moto_server, an EC2 implementation
 //! nobody in this project wrote: every WIT operation through the host and
 //! wasi:http, the clean-up after a failed attach, the conformance suite, and
-//! the engine converging nodes. Where moto models EC2 differently, the test
+//! the engine converging nodes, and the requests it sends against
+//! `deploy/aws/iam-policy.json`. Where moto models EC2 differently, the test
 //! says so and checks what moto does model.
 
 use ipam_tests as common;

@@ -4,7 +4,8 @@
 //! Cilium's Azure mode lacks), ARM's errors as WIT variants, the
 //! conformance suite, the engine converging Azure-mode nodes and releasing
 //! their excess through the handshake, the host's Entra token and default
-//! egress, settings (the deploy overlay's among them) and credentials.
+//! egress, settings (the deploy overlay's among them) and credentials, and
+//! the requests it sends against the custom roles of `deploy/azure/`.
 
 use ipam_tests as common;
 

@@ -128,7 +128,10 @@ pub const CALLS: &[Call] = &[
         Scope::NodeGroup,
     ),
     // A write's long-running operation, polled at Azure-AsyncOperation:
-    // NIC writes report on Network's, scale-set VM writes on Compute's.
+    // NIC writes report on Network's, scale-set VM writes on Compute's. A
+    // Location to poll at instead (`.../operationResults/...`, which ARM
+    // gives these writes only beside Azure-AsyncOperation) is not listed:
+    // the guard would refuse it, naming the URL.
     call(
         "GET",
         "Microsoft.Network/locations/operations",

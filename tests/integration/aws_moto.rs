@@ -1,7 +1,8 @@
 //! The AWS provider component against moto_server, an EC2 implementation
 //! nobody in this project wrote: every WIT operation through the host and
 //! wasi:http, the clean-up after a failed attach, the conformance suite, and
-//! the engine converging nodes. Where moto models EC2 differently, the test
+//! the engine converging nodes, and the requests it sends against
+//! `deploy/aws/iam-policy.json`. Where moto models EC2 differently, the test
 //! says so and checks what moto does model.
 
 use ipam_tests as common;
@@ -462,4 +463,76 @@ async fn the_engine_converges_nodes_through_the_aws_provider() {
         );
     }
     assert!(metrics.api_calls(ipam_cloud::Operation::CreateInterface) >= 3);
+}
+
+/// The EC2 actions `deploy/aws/iam-policy.json` grants, without `ec2:`.
+fn actions_the_policy_grants() -> std::collections::BTreeSet<String> {
+    let policy: serde_json::Value =
+        serde_json::from_str(include_str!("../../deploy/aws/iam-policy.json"))
+            .expect("deploy/aws/iam-policy.json is JSON");
+    let statements = policy["Statement"].as_array().expect("a Statement list");
+    let mut actions = std::collections::BTreeSet::new();
+    for statement in statements {
+        let listed = match &statement["Action"] {
+            serde_json::Value::String(one) => vec![one.clone()],
+            serde_json::Value::Array(many) => many
+                .iter()
+                .map(|a| a.as_str().expect("an action is a string").to_string())
+                .collect(),
+            other => panic!("Action {other}"),
+        };
+        for action in listed {
+            let action = action.strip_prefix("ec2:").expect("an EC2 action");
+            actions.insert(action.to_string());
+        }
+    }
+    actions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_the_component_sends_is_one_the_iam_policy_grants() {
+    let moto = Moto::start();
+    let seeded = moto.seed();
+    let proxy = Ec2Proxy::start(&moto.endpoint).await;
+    let settings = moto.settings(serde_json::json!({ "endpoint": proxy.endpoint }));
+    let aws = common::aws(settings, &proxy.endpoint).await;
+    // Every operation: the conformance suite's calls (creating, filling,
+    // draining and deleting an interface among them), and the reads it may
+    // leave out.
+    let report = ipam_cloud::conformance::run(&aws, &mut |_| {}).await;
+    assert!(report.passed() >= 20, "{} passed", report.passed());
+    aws.get_vpcs().await.expect("get-vpcs");
+    aws.get_subnets().await.expect("get-subnets");
+    aws.get_security_groups()
+        .await
+        .expect("get-security-groups");
+    aws.get_instances(&seeded.instances)
+        .await
+        .expect("get-instances");
+    aws.get_detached_interfaces(&ownership("node-1"))
+        .await
+        .expect("get-detached-interfaces");
+    aws.get_instance_limits("m5.large")
+        .await
+        .expect("get-instance-limits");
+
+    let sent: std::collections::BTreeSet<String> =
+        proxy.requests().into_iter().map(|r| r.action).collect();
+    let granted = actions_the_policy_grants();
+    let not_granted: Vec<&String> = sent.difference(&granted).collect();
+    assert!(
+        not_granted.is_empty(),
+        "the component sent {not_granted:?}, which deploy/aws/iam-policy.json does not grant"
+    );
+    // CreateTags is granted for the tags CreateNetworkInterface carries; no
+    // request names it. Every other action granted is one the component
+    // sends, so the policy grants nothing it does not use.
+    let unused: Vec<&String> = granted
+        .difference(&sent)
+        .filter(|a| *a != "CreateTags")
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "deploy/aws/iam-policy.json grants {unused:?}, which the component never sent"
+    );
 }

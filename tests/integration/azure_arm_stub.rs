@@ -4,7 +4,8 @@
 //! Cilium's Azure mode lacks), ARM's errors as WIT variants, the
 //! conformance suite, the engine converging Azure-mode nodes and releasing
 //! their excess through the handshake, the host's Entra token and default
-//! egress, settings (the deploy overlay's among them) and credentials.
+//! egress, settings (the deploy overlay's among them) and credentials, and
+//! the requests it sends against the custom roles of `deploy/azure/`.
 
 use ipam_tests as common;
 
@@ -950,4 +951,87 @@ async fn the_instance_and_security_group_filters_narrow_the_listings() {
         assert_eq!(instances, want_instances, "{overrides}");
         assert_eq!(groups, want_groups, "{overrides}: NSGs");
     }
+}
+
+/// The permission ARM checks for a request, by its naming rule: the
+/// resource type the path names (its provider namespace and the type
+/// segments after it), then `read` for a GET and `write` for a PUT.
+fn permission_of(seen: &arm_stub::Seen) -> String {
+    let segments: Vec<&str> = seen.path.trim_start_matches('/').split('/').collect();
+    let at = segments
+        .iter()
+        .position(|s| s.eq_ignore_ascii_case("providers"))
+        .unwrap_or_else(|| panic!("{} names no resource provider", seen.path));
+    let namespace = segments[at + 1];
+    let types: Vec<&str> = segments[at + 2..].iter().step_by(2).copied().collect();
+    let verb = match seen.method {
+        Method::GET => "read",
+        Method::PUT => "write",
+        ref other => panic!("{other} {}", seen.path),
+    };
+    format!("{namespace}/{}/{verb}", types.join("/"))
+}
+
+/// The Actions of both custom roles in `deploy/azure/`.
+fn actions_the_roles_grant() -> std::collections::BTreeSet<String> {
+    let mut actions = std::collections::BTreeSet::new();
+    for role in [
+        include_str!("../../deploy/azure/role.json"),
+        include_str!("../../deploy/azure/sku-reader-role.json"),
+    ] {
+        let role: serde_json::Value = serde_json::from_str(role).expect("a role is JSON");
+        for action in role["Actions"].as_array().expect("Actions") {
+            actions.insert(action.as_str().expect("an action").to_string());
+        }
+    }
+    actions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_the_component_sends_is_one_the_custom_roles_grant() {
+    let arm = ArmStub::start().await;
+    let azure = azure(&arm).await;
+    // Every operation, on a scale-set VM's NIC and a standalone VM's.
+    let report = ipam_cloud::conformance::run(&azure, &mut |_| {}).await;
+    assert!(report.passed() >= 10, "{} passed", report.passed());
+    azure.get_vpcs().await.expect("get-vpcs");
+    azure.get_subnets().await.expect("get-subnets");
+    azure
+        .get_security_groups()
+        .await
+        .expect("get-security-groups");
+    azure.get_instances(&[]).await.expect("get-instances");
+    azure
+        .get_instance_limits(arm_stub::VM_SIZE)
+        .await
+        .expect("get-instance-limits");
+    for nic in [arm_stub::scale_set_nic_id(), arm_stub::vm_nic_id()] {
+        let assigned = azure
+            .assign_ips(&nic, IpRequest::Addresses(1))
+            .await
+            .expect("assign-ips");
+        azure
+            .unassign_ips(&nic, &assigned.addresses, &[])
+            .await
+            .expect("unassign-ips");
+    }
+
+    let sent: std::collections::BTreeSet<String> = arm.seen().iter().map(permission_of).collect();
+    let granted = actions_the_roles_grant();
+    let not_granted: Vec<&String> = sent.difference(&granted).collect();
+    assert!(
+        not_granted.is_empty(),
+        "the component sent requests needing {not_granted:?}, which deploy/azure's roles do not grant"
+    );
+    // The joins (`.../action`) are checked by ARM on what a write
+    // references, not requested; every read and write granted is one the
+    // component needed here.
+    let unused: Vec<&String> = granted
+        .iter()
+        .filter(|a| !a.ends_with("/action") && !sent.contains(*a))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "deploy/azure's roles grant {unused:?}, which no request needed"
+    );
 }

@@ -585,7 +585,11 @@ fn answer(state: &mut State, base: &str, request: StubRequest) -> Response<Full<
         "{}/providers/Microsoft.Compute/virtualMachineScaleSets/{SCALE_SET}",
         group_path()
     ));
-    let operations = key(&format!("/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Network/locations/{LOCATION}/operations/"));
+    let operations = |namespace: &str| {
+        key(&format!(
+            "/subscriptions/{SUBSCRIPTION}/providers/{namespace}/locations/{LOCATION}/operations/"
+        ))
+    };
     let get = request.method == Method::GET;
     let put = request.method == Method::PUT;
     if put && !request.headers.contains_key(http::header::CONTENT_LENGTH) {
@@ -724,8 +728,9 @@ fn answer(state: &mut State, base: &str, request: StubRequest) -> Response<Full<
             json!({"value": [disk, sku(SCALE_SET_VM_SIZE, "2"), sku(VM_SIZE, "4")]}),
         );
     }
-    if let Some(id) = path
-        .strip_prefix(&operations)
+    if let Some(id) = ["Microsoft.Network", "Microsoft.Compute"]
+        .into_iter()
+        .find_map(|namespace| path.strip_prefix(&operations(namespace)))
         .and_then(|n| n.parse::<u64>().ok())
     {
         if get {
@@ -739,11 +744,14 @@ fn answer(state: &mut State, base: &str, request: StubRequest) -> Response<Full<
     )
 }
 
-fn async_headers(base: &str, operation: u64) -> Vec<(&'static str, String)> {
+/// Where a write's operation is polled: the resource provider's operations
+/// of the region (`Microsoft.Network` for a NIC, `Microsoft.Compute` for a
+/// scale-set VM), as ARM answers.
+fn async_headers(base: &str, namespace: &str, operation: u64) -> Vec<(&'static str, String)> {
     vec![
         (
             "azure-asyncoperation",
-            format!("{base}/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Network/locations/{LOCATION}/operations/{operation}?api-version=2024-03-01"),
+            format!("{base}/subscriptions/{SUBSCRIPTION}/providers/{namespace}/locations/{LOCATION}/operations/{operation}?api-version=2024-03-01"),
         ),
         ("retry-after", "0".to_string()),
     ]
@@ -855,7 +863,7 @@ fn put_nic(
     let operation = state.start_operation(failure);
     reply(
         200,
-        &async_headers(base, operation),
+        &async_headers(base, "Microsoft.Network", operation),
         state.with_etag(id, body),
     )
 }
@@ -932,5 +940,9 @@ fn put_scale_set_vm(
         state.bump(&id);
     }
     let operation = state.start_operation(failure);
-    reply(202, &async_headers(base, operation), Value::Null)
+    reply(
+        202,
+        &async_headers(base, "Microsoft.Compute", operation),
+        Value::Null,
+    )
 }

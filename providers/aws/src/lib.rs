@@ -8,8 +8,11 @@
 
 mod client;
 mod convert;
+mod ec2_actions;
 mod ec2_rates;
 mod errors;
+#[cfg(test)]
+mod iam_policy_tests;
 mod interfaces;
 mod rate_model;
 mod read;

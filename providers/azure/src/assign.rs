@@ -184,8 +184,8 @@ mod tests {
 
     use super::*;
     use crate::nic_scripts::{
-        accepted, azure, calls, config, counter, names_put, nic, operation, scale_set_nic,
-        scale_set_vm, standalone_nic, vm, ARM,
+        accepted, azure, calls, config, counter, names_put, nic, operation, operation_url,
+        scale_set_nic, scale_set_vm, standalone_nic, vm, ARM,
     };
 
     fn address(text: &str) -> Ipv4 {
@@ -214,7 +214,7 @@ mod tests {
             [
                 format!("GET {ARM}{id}"),
                 format!("PUT {ARM}{id}"),
-                format!("GET {ARM}/op/1"),
+                format!("GET {}", operation_url()),
                 format!("GET {ARM}{id}"),
             ]
         );

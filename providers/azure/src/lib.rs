@@ -22,9 +22,12 @@ mod kept_networks;
 mod models;
 #[cfg(test)]
 mod nic_scripts;
+mod permissions;
 mod rate_model;
 mod read;
 mod resource_id;
+#[cfg(test)]
+mod role_tests;
 mod settings;
 mod transport;
 mod undo;
@@ -38,12 +41,14 @@ use ipam_provider_sdk::{
 
 use arm::Arm;
 use kept_networks::KeptNetworks;
+use permissions::Guarded;
 use settings::Settings;
 use transport::{Transport, WasiTransport};
 
-/// The ARM client and the settings it was built from.
+/// The ARM client and the settings it was built from. Its transport sends
+/// only the requests whose permissions `permissions` lists.
 pub(crate) struct Azure<T> {
-    arm: Arm<T>,
+    arm: Arm<Guarded<T>>,
     settings: Settings,
     /// get-vpcs' listing, for the get-subnets right after it.
     kept_networks: Option<KeptNetworks>,
@@ -53,7 +58,7 @@ impl<T: Transport> Azure<T> {
     fn new(transport: T, settings: Settings) -> Self {
         Azure {
             arm: Arm {
-                transport,
+                transport: Guarded(transport),
                 endpoint: settings.endpoint().to_string(),
                 operation_timeout: Duration::from_millis(settings.operation_timeout_ms),
                 poll_interval: Duration::from_millis(settings.poll_interval_ms),

@@ -91,13 +91,18 @@ pub fn vm(etag: &str, names: &[&str]) -> Response {
     )
 }
 
-/// A PUT taken, its operation to poll at `/op/1`.
+/// Where [`accepted`] says its operation is polled: Network's operations
+/// of the region, as ARM answers a NIC's PUT.
+pub fn operation_url() -> String {
+    format!("{ARM}{RG_SUBSCRIPTION}/providers/Microsoft.Network/locations/eastus/operations/1")
+}
+
+/// The subscription of [`RG`].
+const RG_SUBSCRIPTION: &str = "/subscriptions/00000000-1111-2222-3333-444444444444";
+
+/// A PUT taken, its operation to poll at [`operation_url`].
 pub fn accepted() -> Response {
-    answer(
-        201,
-        &[("Azure-AsyncOperation", &format!("{ARM}/op/1"))],
-        "{}",
-    )
+    answer(201, &[("Azure-AsyncOperation", &operation_url())], "{}")
 }
 
 /// The operation's end: `Succeeded`, or `Failed` with `code`.

@@ -76,8 +76,8 @@ mod tests {
 
     use super::*;
     use crate::nic_scripts::{
-        accepted, azure, calls, config, counter, names_put, nic, operation, scale_set_nic,
-        scale_set_vm, standalone_nic, vm, ARM,
+        accepted, azure, calls, config, counter, names_put, nic, operation, operation_url,
+        scale_set_nic, scale_set_vm, standalone_nic, vm, ARM,
     };
 
     #[test]
@@ -112,10 +112,10 @@ mod tests {
             [
                 format!("GET {ARM}{id}"),
                 format!("PUT {ARM}{id}"),
-                format!("GET {ARM}/op/1"),
+                format!("GET {}", operation_url()),
                 format!("GET {ARM}{id}"),
                 format!("PUT {ARM}{id}"),
-                format!("GET {ARM}/op/1"),
+                format!("GET {}", operation_url()),
             ]
         );
         assert_eq!(names_put(&azure, 4), ["ipconfig1"]);

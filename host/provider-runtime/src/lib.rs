@@ -19,6 +19,8 @@ pub mod host_budget;
 mod http_hooks;
 pub mod log_budget;
 pub mod oci;
+mod registry_challenge;
+pub mod registry_logins;
 mod pinned_send;
 mod prepared;
 pub mod resolve;

@@ -29,6 +29,7 @@ use super::ipam_mode::{ipam_mode, IpamModeArg};
 use super::kvstore_args::KvstoreArgs;
 use super::kvstore_duties;
 use super::provider::{load_config, module_bytes, trust_roots};
+use super::registry_args::RegistryArgs;
 use crate::duties::Duties;
 use crate::rate_flags::{parse_bucket_override, rate_limits, rate_settings};
 use crate::serve::{endpoints, serve};
@@ -146,6 +147,8 @@ pub struct RunArgs {
     /// pulling an oci:// module.
     #[arg(long, env = "IPAM_EGRESS_CA_FILE", value_name = "FILE")]
     pub egress_ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Limit of one provider call, in milliseconds.
     #[arg(long, env = "IPAM_PROVIDER_TIMEOUT_MS", default_value_t = 30_000)]
     pub provider_timeout_ms: u64,
@@ -300,7 +303,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Read once, before anything goes out: the pull, the credential chain
     // and the provider's egress all verify against these roots.
     let trust = trust_roots(args.egress_ca_file.as_deref())?;
-    let (path, bytes) = module_bytes(&args.provider, &trust).await?;
+    let registries = args.registry.access(trust.clone())?;
+    let (path, bytes) = module_bytes(&args.provider, &registries).await?;
     if let Some(want) = &args.provider_sha256 {
         let have = sha256_hex(&bytes);
         anyhow::ensure!(

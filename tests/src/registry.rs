@@ -91,7 +91,8 @@ impl RegistryServer {
             password,
             child: None,
         };
-        write("config.yml", &server.config());
+        let config = server.dir.path().join("config.yml");
+        std::fs::write(&config, server.config()).expect("writing config.yml");
         server.spawn().await;
         server
     }
@@ -272,7 +273,7 @@ pub fn write_oci_layout(
     let sha = |bytes: &[u8]| format!("sha256:{}", ipam_provider_module::sha256_hex(bytes));
     let blobs = dir.join("blobs").join("sha256");
     std::fs::create_dir_all(&blobs).expect("blobs dir");
-    let mut put = |bytes: &[u8]| {
+    let put = |bytes: &[u8]| {
         let digest = sha(bytes);
         std::fs::write(blobs.join(digest.trim_start_matches("sha256:")), bytes).expect("blob");
         serde_json::json!({"digest": digest, "size": bytes.len()})

@@ -5,5 +5,6 @@
 mod beside_cilium;
 mod kvstore;
 mod lifecycle;
+mod private_registry;
 mod sigkill;
 mod support;

@@ -50,7 +50,10 @@ impl Registry {
                 .unwrap()
         };
         if path == "/token" {
-            self.token_queries.lock().unwrap().push(request.query.clone());
+            self.token_queries
+                .lock()
+                .unwrap()
+                .push(request.query.clone());
             let sent = request.headers.get("authorization").map(|v| v.as_bytes());
             if let Some(wanted) = &self.token_login {
                 if sent != Some(wanted.as_bytes()) {

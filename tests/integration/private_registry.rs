@@ -69,7 +69,11 @@ async fn each_provider_artifact_pushed_with_credentials_is_pulled_by_digest_and_
         )
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(pulled, common::component(name), "{name}: the built component");
+        assert_eq!(
+            pulled,
+            common::component(name),
+            "{name}: the built component"
+        );
         let (_, info) = common::runtime()
             .describe(&pulled)
             .await
@@ -130,24 +134,33 @@ async fn every_failed_pull_names_the_registry_and_leaves_nothing_behind() {
     // The right user, a wrong password: refused, and the password is in no
     // error text.
     let (user, _) = registry.credentials();
-    let wrong = access(&registry, &registry.docker_config_as(user, "not-the-password"));
+    let wrong = access(
+        &registry,
+        &registry.docker_config_as(user, "not-the-password"),
+    );
     let error = refused(&good, &wrong, "a wrong password").await;
     assert!(
         matches!(&error, OciError::Refused { registry, username, .. } if *registry == address && username == user),
         "{error}"
     );
-    assert!(!format!("{error:?}").contains("not-the-password"), "{error:?}");
+    assert!(
+        !format!("{error:?}").contains("not-the-password"),
+        "{error:?}"
+    );
 
     // The registry's CA is not trusted: the webpki roots only.
-    let untrusted = RegistryAccess::new(TrustRoots::webpki())
-        .with_logins(logged_in(&registry).logins.clone());
+    let untrusted =
+        RegistryAccess::new(TrustRoots::webpki()).with_logins(logged_in(&registry).logins.clone());
     let error = refused(&good, &untrusted, "an unknown CA").await;
     let text = error.to_string();
     assert!(
         matches!(error, OciError::Http { .. }) && text.contains(&address),
         "{text}"
     );
-    assert!(text.to_lowercase().contains("certificate") || text.contains("UnknownIssuer"), "{text}");
+    assert!(
+        text.to_lowercase().contains("certificate") || text.contains("UnknownIssuer"),
+        "{text}"
+    );
 
     // An artifact whose wasm layer is a core module, not a component, and a
     // container image's manifest (a tar layer) pinned by mistake.
@@ -160,7 +173,10 @@ async fn every_failed_pull_names_the_registry_and_leaves_nothing_behind() {
         &[("application/wasm", b"\0asm\x01\0\0\0")],
     );
     registry
-        .push(&format!("oci:{}:1", core_module.display()), "providers/core:1")
+        .push(
+            &format!("oci:{}:1", core_module.display()),
+            "providers/core:1",
+        )
         .unwrap();
     let error = refused(
         &reference(&registry, "providers/core", &core_digest),
@@ -248,7 +264,16 @@ async fn the_chart_is_pushed_as_an_oci_chart_and_renders_from_the_registry() {
         .expect("a chart version");
     let packages = home.join("packages");
     let out = packages.display().to_string();
-    helm(home, &["package", &chart.display().to_string(), "--destination", &out], None);
+    helm(
+        home,
+        &[
+            "package",
+            &chart.display().to_string(),
+            "--destination",
+            &out,
+        ],
+        None,
+    );
     let package = packages.join(format!("ipam-operator-{version}.tgz"));
     assert!(package.exists(), "helm package made {}", package.display());
     let ca = registry.ca_path().display().to_string();
@@ -256,7 +281,16 @@ async fn the_chart_is_pushed_as_an_oci_chart_and_renders_from_the_registry() {
     let (user, password) = registry.credentials();
     helm(
         home,
-        &["registry", "login", &address, "--ca-file", &ca, "--username", user, "--password-stdin"],
+        &[
+            "registry",
+            "login",
+            &address,
+            "--ca-file",
+            &ca,
+            "--username",
+            user,
+            "--password-stdin",
+        ],
         Some(password),
     );
     let pushed = helm(
@@ -272,7 +306,10 @@ async fn the_chart_is_pushed_as_an_oci_chart_and_renders_from_the_registry() {
     );
     let said = String::from_utf8_lossy(&pushed.stdout).to_string()
         + &String::from_utf8_lossy(&pushed.stderr);
-    assert!(said.contains("sha256:"), "helm push names the digest: {said}");
+    assert!(
+        said.contains("sha256:"),
+        "helm push names the digest: {said}"
+    );
     let rendered = helm(
         home,
         &[

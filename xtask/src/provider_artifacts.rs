@@ -286,7 +286,10 @@ mod tests {
         let annotations = &manifest["annotations"];
         assert_eq!(annotations["org.opencontainers.image.revision"], "abc");
         assert_eq!(annotations["org.opencontainers.image.version"], "0.1.0");
-        assert_eq!(annotations["org.opencontainers.image.source"], DEFAULT_SOURCE);
+        assert_eq!(
+            annotations["org.opencontainers.image.source"],
+            DEFAULT_SOURCE
+        );
         let index: serde_json::Value = serde_json::from_slice(&built.index).unwrap();
         assert_eq!(index["manifests"][0]["digest"], digest.as_str());
         assert_eq!(

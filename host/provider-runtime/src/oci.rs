@@ -123,10 +123,13 @@ impl FromStr for OciReference {
     }
 }
 
-
 impl fmt::Display for OciReference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "oci://{}/{}@{}", self.registry, self.repository, self.digest)
+        write!(
+            f,
+            "oci://{}/{}@{}",
+            self.registry, self.repository, self.digest
+        )
     }
 }
 
@@ -151,6 +154,16 @@ pub struct RegistryAccess {
     pub trust: TrustRoots,
     pub logins: RegistryLogins,
     plain_http: Vec<String>,
+}
+
+/// The registries with a login and the plain-HTTP ones; never a password.
+impl fmt::Debug for RegistryAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryAccess")
+            .field("logins", &self.logins.registries().collect::<Vec<_>>())
+            .field("plain_http", &self.plain_http)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RegistryAccess {
@@ -368,7 +381,8 @@ fn verify(what: &str, bytes: &[u8], expected: &str) -> Result<(), OciError> {
 /// The digest of the manifest's wasm layer.
 fn wasm_layer(reference: &OciReference, manifest: &[u8]) -> Result<String, OciError> {
     let bad = |message: String| OciError::Manifest(reference.to_string(), message);
-    let doc: serde_json::Value = serde_json::from_slice(manifest).map_err(|e| bad(e.to_string()))?;
+    let doc: serde_json::Value =
+        serde_json::from_slice(manifest).map_err(|e| bad(e.to_string()))?;
     let layers = doc
         .get("layers")
         .and_then(|l| l.as_array())

@@ -120,14 +120,20 @@ mod tests {
             "https://ghcr.io/token?service=ghcr.io&scope=repository:acme/aws:pull,push"
         );
         assert_eq!(
-            Challenge::token_url("https://r.example/oauth2/token?x=1", &[("scope".into(), "a b".into())]),
+            Challenge::token_url(
+                "https://r.example/oauth2/token?x=1",
+                &[("scope".into(), "a b".into())]
+            ),
             "https://r.example/oauth2/token?x=1&scope=a%20b"
         );
     }
 
     #[test]
     fn basic_and_unknown_challenges() {
-        assert_eq!(Challenge::parse(r#"Basic realm="test""#), Some(Challenge::Basic));
+        assert_eq!(
+            Challenge::parse(r#"Basic realm="test""#),
+            Some(Challenge::Basic)
+        );
         assert_eq!(Challenge::parse("basic"), Some(Challenge::Basic));
         assert_eq!(Challenge::parse(r#"Negotiate abc"#), None);
         assert_eq!(Challenge::parse(r#"Bearer service="x""#), None, "no realm");

@@ -62,7 +62,11 @@ impl Login {
 
 impl fmt::Debug for Login {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Login {{ username: {:?}, password: <redacted> }}", self.username)
+        write!(
+            f,
+            "Login {{ username: {:?}, password: <redacted> }}",
+            self.username
+        )
     }
 }
 
@@ -204,7 +208,10 @@ mod tests {
             logins.for_registry("acme.azurecr.io").unwrap().username,
             "00000000-0000-0000-0000-000000000000"
         );
-        assert_eq!(logins.for_registry("index.docker.io").unwrap().username, "bob");
+        assert_eq!(
+            logins.for_registry("index.docker.io").unwrap().username,
+            "bob"
+        );
         assert!(logins.for_registry("ghcr.io").is_none());
         assert_eq!(
             Login::new("alice", "s3cret").basic_authorization(),
@@ -214,10 +221,13 @@ mod tests {
 
     #[test]
     fn the_password_never_shows_in_debug_output() {
-        let logins = parse(r#"{"auths": {"r.example": {"username": "u", "password": "hunter2"}}}"#)
-            .unwrap();
+        let logins =
+            parse(r#"{"auths": {"r.example": {"username": "u", "password": "hunter2"}}}"#).unwrap();
         let shown = format!("{logins:?}");
-        assert!(shown.contains("\"u\"") && !shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("\"u\"") && !shown.contains("hunter2"),
+            "{shown}"
+        );
     }
 
     #[test]
@@ -225,13 +235,31 @@ mod tests {
         let cases = [
             ("not json", "not a Docker config JSON file"),
             (r#"{"registry": 1}"#, "no \"auths\" map"),
-            (r#"{"credsStore": "ecr-login"}"#, "\"credsStore\" is not supported"),
-            (r#"{"auths": {"r.example": {"auth": "%%%"}}}"#, "r.example: \"auth\" is not base64"),
+            (
+                r#"{"credsStore": "ecr-login"}"#,
+                "\"credsStore\" is not supported",
+            ),
+            (
+                r#"{"auths": {"r.example": {"auth": "%%%"}}}"#,
+                "r.example: \"auth\" is not base64",
+            ),
             // base64 of "nocolon"
-            (r#"{"auths": {"r.example": {"auth": "bm9jb2xvbg=="}}}"#, "does not decode to user:password"),
-            (r#"{"auths": {"r.example": {"username": "u"}}}"#, "neither \"auth\""),
-            (r#"{"auths": {"r.example": {"identitytoken": "x"}}}"#, "only an \"identitytoken\""),
-            (r#"{"auths": {"https://": {"auth": "Ym9iOnB3"}}}"#, "not a registry host"),
+            (
+                r#"{"auths": {"r.example": {"auth": "bm9jb2xvbg=="}}}"#,
+                "does not decode to user:password",
+            ),
+            (
+                r#"{"auths": {"r.example": {"username": "u"}}}"#,
+                "neither \"auth\"",
+            ),
+            (
+                r#"{"auths": {"r.example": {"identitytoken": "x"}}}"#,
+                "only an \"identitytoken\"",
+            ),
+            (
+                r#"{"auths": {"https://": {"auth": "Ym9iOnB3"}}}"#,
+                "not a registry host",
+            ),
         ];
         for (text, says) in cases {
             let error = parse(text).expect_err(text).to_string();

@@ -203,7 +203,7 @@ pub(super) async fn module_bytes(
         let reference: OciReference = module.parse()?;
         let bytes = oci::pull(&reference, &default_cache_dir().join("modules"), registries)
             .await
-            .with_context(|| format!("pulling {module}"))?;
+            .context("pulling the provider module")?;
         return Ok((PathBuf::from(module), bytes));
     }
     let path = resolve_module(module, &search_path())?;

@@ -62,7 +62,8 @@ mod tests {
         };
         let error = args.access(TrustRoots::webpki()).expect_err("refused");
         assert!(
-            format!("{error:#}").contains("config.json: registry r.example: \"auth\" is not base64"),
+            format!("{error:#}")
+                .contains("config.json: registry r.example: \"auth\" is not base64"),
             "{error:#}"
         );
         let args = RegistryArgs {
@@ -71,7 +72,9 @@ mod tests {
         };
         let error = args.access(TrustRoots::webpki()).expect_err("refused");
         assert!(
-            format!("{error:#}").contains("registry.example:5000: plain HTTP is only allowed for a loopback registry"),
+            format!("{error:#}").contains(
+                "registry.example:5000: plain HTTP is only allowed for a loopback registry"
+            ),
             "{error:#}"
         );
     }

@@ -74,12 +74,22 @@ async fn the_operator_pulls_its_module_with_the_credentials_file_and_refuses_to_
         "{stderr}"
     );
     assert!(!stderr.contains("wrong-password"), "{stderr}");
-    assert!(cached_modules(dir.path()).is_empty(), "{:?}", cached_modules(dir.path()));
+    assert!(
+        cached_modules(dir.path()).is_empty(),
+        "{:?}",
+        cached_modules(dir.path())
+    );
 
     // The right credentials without the registry's CA: refused too.
     let output = operator(
         dir.path(),
-        &["run", "--provider", &module, "--registry-credentials-file", &credentials],
+        &[
+            "run",
+            "--provider",
+            &module,
+            "--registry-credentials-file",
+            &credentials,
+        ],
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "started: {stderr}");
@@ -102,5 +112,9 @@ async fn the_operator_pulls_its_module_with_the_credentials_file_and_refuses_to_
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("name:            mock"), "{stdout}");
-    assert_eq!(cached_modules(dir.path()).len(), 2, "the module and its layer digest");
+    assert_eq!(
+        cached_modules(dir.path()).len(),
+        2,
+        "the module and its layer digest"
+    );
 }

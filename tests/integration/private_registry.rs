@@ -4,7 +4,8 @@
 //! artifacts` built are pushed with skopeo and pulled by digest with a
 //! Docker config JSON file and the CA; each way a pull can go wrong fails
 //! naming the registry or the reference, and leaves nothing in the cache.
-//! The chart goes there as an OCI chart and renders from it.
+//! The same with the registry asking for a Bearer token from a token
+//! server. The chart goes there as an OCI chart and renders from it.
 
 use ipam_tests as common;
 
@@ -61,6 +62,7 @@ async fn each_provider_artifact_pushed_with_credentials_is_pulled_by_digest_and_
         let (layout, digest) = provider_artifact(name);
         registry
             .push(&layout, &format!("providers/{name}:0.1.0"))
+            .await
             .unwrap_or_else(|e| panic!("{e}\n{}", registry.log()));
         let pulled = pull(
             &reference(&registry, &format!("providers/{name}"), &digest),
@@ -105,6 +107,7 @@ async fn every_failed_pull_names_the_registry_and_leaves_nothing_behind() {
     let (layout, digest) = provider_artifact("mock");
     registry
         .push(&layout, "providers/mock:0.1.0")
+        .await
         .unwrap_or_else(|e| panic!("{e}\n{}", registry.log()));
     let address = registry.address();
     let good = reference(&registry, "providers/mock", &digest);
@@ -177,6 +180,7 @@ async fn every_failed_pull_names_the_registry_and_leaves_nothing_behind() {
             &format!("oci:{}:1", core_module.display()),
             "providers/core:1",
         )
+        .await
         .unwrap();
     let error = refused(
         &reference(&registry, "providers/core", &core_digest),
@@ -195,6 +199,7 @@ async fn every_failed_pull_names_the_registry_and_leaves_nothing_behind() {
     );
     registry
         .push(&format!("oci:{}:1", image.display()), "images/app:1")
+        .await
         .unwrap();
     let error = refused(
         &reference(&registry, "images/app", &image_digest),
@@ -212,6 +217,43 @@ async fn every_failed_pull_names_the_registry_and_leaves_nothing_behind() {
     let error = refused(&good, &logged_in(&registry), "the registry down").await;
     assert!(
         matches!(&error, OciError::Http { .. }) && error.to_string().contains(&address),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_registry_asking_for_a_bearer_token_is_pulled_from_with_the_login() {
+    // The token is asked from the realm with the user and password, as
+    // distribution with a token server, ECR and ACR expect.
+    let registry = RegistryServer::start_with_token_server().await;
+    let (layout, digest) = provider_artifact("mock");
+    registry
+        .push(&layout, "providers/mock:0.1.0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", registry.log()));
+    let good = reference(&registry, "providers/mock", &digest);
+    let cache = tempfile::tempdir().unwrap();
+    let pulled = pull(&good, cache.path(), &logged_in(&registry))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", registry.log()));
+    assert_eq!(pulled, common::component("mock"));
+
+    // Anonymous: the token server hands out a token without access, and
+    // the registry refuses it.
+    let address = registry.address();
+    let error = refused(&good, &access(&registry, r#"{"auths": {}}"#), "anonymous").await;
+    assert!(
+        matches!(&error, OciError::NoCredentials { registry, challenge, .. } if *registry == address && challenge == "Bearer"),
+        "{error}"
+    );
+    let (user, _) = registry.credentials();
+    let wrong = access(
+        &registry,
+        &registry.docker_config_as(user, "not-the-password"),
+    );
+    let error = refused(&good, &wrong, "a wrong password at the token server").await;
+    assert!(
+        matches!(&error, OciError::Refused { username, .. } if username == user),
         "{error}"
     );
 }

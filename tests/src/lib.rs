@@ -8,6 +8,7 @@ pub mod arm_stub;
 pub mod ec2_proxy;
 pub mod moto;
 pub mod registry;
+pub mod registry_token;
 
 pub use ipam_fake_apiserver as fake_apiserver;
 

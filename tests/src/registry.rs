@@ -1,8 +1,9 @@
 //! A real OCI registry for tests: Debian's `docker-registry` (the CNCF
 //! distribution registry, or `IPAM_DOCKER_REGISTRY`) on 127.0.0.1 at a free
 //! port, serving https with a certificate from a CA the test makes, and
-//! asking for a user and password (htpasswd, bcrypt, written with Apache's
-//! `htpasswd -B`). Content is pushed with Debian's `skopeo` from OCI image
+//! asking for a user and password: htpasswd (bcrypt, written with Apache's
+//! `htpasswd -B`; a Basic challenge), or a token server
+//! (`registry_token`; a Bearer challenge, as ECR and ACR). Content is pushed with Debian's `skopeo` from OCI image
 //! layouts or archives. A missing binary fails the test loudly: `cargo
 //! xtask test` installs Debian's docker-registry, skopeo and apache2-utils.
 
@@ -17,10 +18,19 @@ use ipam_http_client::testing::PrivateCa;
 /// The user the registry knows.
 pub const USER: &str = "ipam-puller";
 
+/// How the registry asks for the user and password.
+enum Auth {
+    /// `Basic`, checked against an htpasswd file.
+    Htpasswd,
+    /// `Bearer`, with a token from the realm of this token server.
+    Token { realm: String },
+}
+
 pub struct RegistryServer {
     dir: tempfile::TempDir,
     port: u16,
     password: String,
+    auth: Auth,
     child: Option<Child>,
 }
 
@@ -70,8 +80,19 @@ fn fresh_password() -> String {
 }
 
 impl RegistryServer {
-    /// Start the registry and wait until it answers over https.
+    /// Start the registry with htpasswd auth (a Basic challenge) and wait
+    /// until it answers over https.
     pub async fn start() -> Self {
+        Self::start_with(false).await
+    }
+
+    /// Start the registry with token auth (a Bearer challenge, the token
+    /// asked from a token server with the user and password).
+    pub async fn start_with_token_server() -> Self {
+        Self::start_with(true).await
+    }
+
+    async fn start_with(token_server: bool) -> Self {
         let dir = tempfile::tempdir().expect("a temporary dir");
         let ca = PrivateCa::new("registry test CA");
         let (certificate, key) = ca.server_pem(&["127.0.0.1", "localhost"]);
@@ -84,11 +105,19 @@ impl RegistryServer {
         write("server.crt", &certificate);
         write("server.key", &key);
         let password = fresh_password();
-        write("htpasswd", &format!("{}\n", htpasswd_line(USER, &password)));
+        let auth = if token_server {
+            Auth::Token {
+                realm: crate::registry_token::start(&ca, USER, &password).await,
+            }
+        } else {
+            write("htpasswd", &format!("{}\n", htpasswd_line(USER, &password)));
+            Auth::Htpasswd
+        };
         let mut server = Self {
             port: free_port(),
             dir,
             password,
+            auth,
             child: None,
         };
         let config = server.dir.path().join("config.yml");
@@ -99,6 +128,24 @@ impl RegistryServer {
 
     fn config(&self) -> String {
         let dir = self.dir.path().display();
+        let auth = match &self.auth {
+            Auth::Htpasswd => format!(
+                "  htpasswd:
+    realm: ipam-test-registry
+    path: {dir}/htpasswd
+"
+            ),
+            Auth::Token { realm } => format!(
+                "  token:
+    realm: {realm}
+    service: {service}
+    issuer: {issuer}
+    rootcertbundle: {dir}/certs/ca.crt
+",
+                service = crate::registry_token::SERVICE,
+                issuer = crate::registry_token::ISSUER,
+            ),
+        };
         format!(
             "version: 0.1
 log:
@@ -115,10 +162,7 @@ http:
     certificate: {dir}/server.crt
     key: {dir}/server.key
 auth:
-  htpasswd:
-    realm: ipam-test-registry
-    path: {dir}/htpasswd
-",
+{auth}",
             port = self.port
         )
     }
@@ -204,27 +248,15 @@ auth:
     /// Copy `source` (skopeo's syntax: `oci:DIR:TAG` for an OCI image
     /// layout, `oci-archive:FILE` for one packed in a tar) to
     /// `REPOSITORY:TAG` here, with the credentials, trusting the CA, digests
-    /// kept as they are. skopeo's output on failure.
-    pub fn push(&self, source: &str, repository_tag: &str) -> Result<(), String> {
-        let skopeo = tool("IPAM_SKOPEO", "/usr/bin/skopeo", "skopeo");
-        // Its own policy: whatever /etc/containers says, accept what is pushed.
-        let policy = self.dir.path().join("policy.json");
-        std::fs::write(
-            &policy,
-            r#"{"default": [{"type": "insecureAcceptAnything"}]}"#,
-        )
-        .map_err(|e| format!("{}: {e}", policy.display()))?;
-        let output = Command::new(&skopeo)
-            .arg("--policy")
-            .arg(&policy)
-            .args(["copy", "--quiet", "--preserve-digests", "--dest-cert-dir"])
-            .arg(self.cert_dir())
-            .arg("--dest-authfile")
-            .arg(self.docker_config_file())
-            .arg(source)
-            .arg(format!("docker://{}/{repository_tag}", self.address()))
-            .output()
-            .map_err(|e| format!("running {}: {e}", skopeo.display()))?;
+    /// kept as they are. skopeo's output on failure. skopeo runs on tokio's
+    /// blocking pool, so the test's runtime keeps serving the token server
+    /// meanwhile (one thread is enough).
+    pub async fn push(&self, source: &str, repository_tag: &str) -> Result<(), String> {
+        let mut command = self.push_command(source, repository_tag)?;
+        let output = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .map_err(|e| format!("skopeo copy {source}: {e}"))?
+            .map_err(|e| format!("running skopeo: {e}"))?;
         if output.status.success() {
             Ok(())
         } else {
@@ -233,6 +265,29 @@ auth:
                 String::from_utf8_lossy(&output.stderr).trim()
             ))
         }
+    }
+
+    fn push_command(&self, source: &str, repository_tag: &str) -> Result<Command, String> {
+        let skopeo = tool("IPAM_SKOPEO", "/usr/bin/skopeo", "skopeo");
+        // Its own policy: whatever /etc/containers says, accept what is pushed.
+        let policy = self.dir.path().join("policy.json");
+        std::fs::write(
+            &policy,
+            r#"{"default": [{"type": "insecureAcceptAnything"}]}"#,
+        )
+        .map_err(|e| format!("{}: {e}", policy.display()))?;
+        let mut command = Command::new(&skopeo);
+        command
+            .arg("--policy")
+            .arg(&policy)
+            .args(["copy", "--quiet", "--preserve-digests", "--dest-cert-dir"])
+            .arg(self.cert_dir())
+            .arg("--dest-authfile")
+            .arg(self.docker_config_file())
+            .arg(source)
+            .arg(format!("docker://{}/{repository_tag}", self.address()))
+            .stdin(Stdio::null());
+        Ok(command)
     }
 
     /// What the registry printed.

@@ -41,6 +41,7 @@ async fn the_operator_pulls_its_module_with_the_credentials_file_and_refuses_to_
     let (layout, digest) = provider_artifact("mock");
     registry
         .push(&layout, "providers/mock:0.1.0")
+        .await
         .unwrap_or_else(|e| panic!("{e}\n{}", registry.log()));
     let module = format!("oci://{}/providers/mock@{digest}", registry.address());
     let ca = registry.ca_path().display().to_string();

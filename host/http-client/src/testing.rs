@@ -35,6 +35,19 @@ impl PrivateCa {
             .expect("the test CA is a root")
     }
 
+    /// A certificate for `names` signed by this CA and its private key, both
+    /// PEM: what a server started as a separate process (a registry) reads
+    /// from files.
+    pub fn server_pem(&self, names: &[&str]) -> (String, String) {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let key = KeyPair::generate().expect("server key");
+        let certificate = CertificateParams::new(names)
+            .expect("server params")
+            .signed_by(&key, &self.issuer)
+            .expect("server certificate");
+        (certificate.pem(), key.serialize_pem())
+    }
+
     /// A TLS acceptor presenting a certificate for `names` (host names or IP
     /// addresses, as `127.0.0.1`) signed by this CA.
     pub fn acceptor(&self, names: &[&str]) -> tokio_rustls::TlsAcceptor {

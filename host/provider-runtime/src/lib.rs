@@ -21,6 +21,8 @@ pub mod log_budget;
 pub mod oci;
 mod pinned_send;
 mod prepared;
+mod registry_challenge;
+pub mod registry_logins;
 pub mod resolve;
 mod runtime;
 pub mod special_address;

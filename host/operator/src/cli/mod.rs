@@ -4,6 +4,7 @@ mod ipam_mode;
 mod kvstore_args;
 mod kvstore_duties;
 mod provider;
+mod registry_args;
 mod run;
 mod simulate;
 mod start;

@@ -14,11 +14,12 @@ use ipam_cloud::conformance;
 use ipam_cloud::credentials::{Credentials, StaticCredentials};
 use ipam_cloud::rate::RateModel;
 use ipam_cloud::Operation;
-use ipam_provider_runtime::oci::{self, OciReference};
+use ipam_provider_runtime::oci::{self, OciReference, RegistryAccess};
 use ipam_provider_runtime::{
     default_cache_dir, CallLimits, ProviderConfig, ProviderRuntime, RuntimeConfig, TrustRoots,
 };
 
+use super::registry_args::RegistryArgs;
 use crate::modules::{resolve_module, search_path};
 
 /// The mock provider's default cloud, used when `mock` runs without --config.
@@ -30,19 +31,29 @@ pub enum ProviderCommand {
     /// Show what a module declares: name, version, WIT version, capabilities,
     /// size, imports and exports.
     Inspect {
-        /// A .wasm file, or the name of a built component (`mock`).
+        /// A .wasm file, the name of a built component (`mock`), or an OCI
+        /// reference pinned to a digest (oci://REGISTRY/REPO@sha256:HEX).
         module: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// PEM CA certificates trusted besides the webpki roots, for pulling
+        /// an oci:// module from a registry with a private CA.
+        #[arg(long, env = "IPAM_EGRESS_CA_FILE", value_name = "FILE")]
+        egress_ca_file: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
     },
     /// Run the conformance suite against a module; exits non-zero on a
     /// failure, or on a check of a declared capability that could not run.
     Conformance {
-        /// A .wasm file, or the name of a built component (`mock`).
+        /// A .wasm file, the name of a built component (`mock`), or an OCI
+        /// reference pinned to a digest (oci://REGISTRY/REPO@sha256:HEX).
         module: String,
         #[command(flatten)]
         run: RunArgs,
+        #[command(flatten)]
+        registry: RegistryArgs,
         /// Pass even if checks of declared capabilities could not run (say,
         /// the cloud has no instance with room for another interface): those
         /// capabilities are then untested, and the summary says so.
@@ -182,17 +193,17 @@ pub(super) fn load_config(
 
 /// A module's bytes: a file, a built component's name, or an OCI reference
 /// pinned to a digest (`oci://REGISTRY/REPO@sha256:HEX`, pulled into the
-/// cache, the registry's certificate verified against `trust`). The path
-/// shown for it.
+/// cache as `registries` says: trust roots, logins, plain-HTTP loopback
+/// registries). The path shown for it.
 pub(super) async fn module_bytes(
     module: &str,
-    trust: &TrustRoots,
+    registries: &RegistryAccess,
 ) -> anyhow::Result<(PathBuf, Vec<u8>)> {
     if module.starts_with("oci://") {
         let reference: OciReference = module.parse()?;
-        let bytes = oci::pull(&reference, &default_cache_dir().join("modules"), trust)
+        let bytes = oci::pull(&reference, &default_cache_dir().join("modules"), registries)
             .await
-            .with_context(|| format!("pulling {module}"))?;
+            .context("pulling the provider module")?;
         return Ok((PathBuf::from(module), bytes));
     }
     let path = resolve_module(module, &search_path())?;
@@ -208,9 +219,14 @@ pub(super) async fn module_bytes(
 pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
     let runtime = ProviderRuntime::new(RuntimeConfig::default())?;
     match command {
-        ProviderCommand::Inspect { module, json } => {
-            // No CA flag here: an oci:// module is pulled with the webpki roots.
-            let (path, bytes) = module_bytes(&module, &TrustRoots::webpki()).await?;
+        ProviderCommand::Inspect {
+            module,
+            json,
+            egress_ca_file,
+            registry,
+        } => {
+            let registries = registry.access(trust_roots(egress_ca_file.as_deref())?)?;
+            let (path, bytes) = module_bytes(&module, &registries).await?;
             let (module, info) = runtime
                 .describe(&bytes)
                 .await
@@ -259,10 +275,11 @@ pub async fn run(command: ProviderCommand) -> anyhow::Result<ExitCode> {
         ProviderCommand::Conformance {
             module,
             run,
+            registry,
             accept_not_run,
         } => {
             let trust = trust_roots(run.egress_ca_file.as_deref())?;
-            let (path, bytes) = module_bytes(&module, &trust).await?;
+            let (path, bytes) = module_bytes(&module, &registry.access(trust.clone())?).await?;
             let mut config = provider_config(&module, &run, trust)?;
             let refusals = Arc::new(Refusals::default());
             config.refusals = Some(refusals.clone());

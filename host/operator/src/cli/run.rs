@@ -26,6 +26,7 @@ use super::ipam_mode::{ipam_mode, IpamModeArg};
 use super::kvstore_args::KvstoreArgs;
 use super::kvstore_duties;
 use super::provider::trust_roots;
+use super::registry_args::RegistryArgs;
 use super::start::{start, Started};
 use crate::duties::Duties;
 use crate::rate_flags::{parse_bucket_override, rate_settings};
@@ -152,6 +153,8 @@ pub struct RunArgs {
     /// pulling an oci:// module.
     #[arg(long, env = "IPAM_EGRESS_CA_FILE", value_name = "FILE")]
     pub egress_ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Limit of one provider call, in milliseconds.
     #[arg(long, env = "IPAM_PROVIDER_TIMEOUT_MS", default_value_t = 30_000)]
     pub provider_timeout_ms: u64,
@@ -300,6 +303,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // and the provider's egress all verify against these roots.
     let trust = trust_roots(args.egress_ca_file.as_deref())?;
     let rate = rate_settings(&args.rate_buckets, args.rate_global_cap)?;
+    // The registry credentials file is read now: a bad one stops the start
+    // before anything is served.
+    let registries = args.registry.access(trust.clone())?;
     if args.kvstore.enabled() {
         args.kvstore.mesh()?;
     }
@@ -341,7 +347,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         client,
         store,
     } = tokio::select! {
-        started = start(&args, &trust, &rate, &metrics, &startup) => started?,
+        started = start(&args, &trust, &registries, &rate, &metrics, &startup) => started?,
         () = until_stop(stop.clone()) => {
             tracing::info!(
                 waiting = startup.report().pending().unwrap_or_default(),

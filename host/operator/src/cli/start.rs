@@ -18,6 +18,7 @@ use ipam_health_http::startup::Startup;
 use ipam_k8s::store::{KubeNodeStore, FIELD_MANAGER};
 use ipam_kvstore::etcd_store::EtcdStore;
 use ipam_provider_module::sha256_hex;
+use ipam_provider_runtime::oci::RegistryAccess;
 use ipam_provider_runtime::TrustRoots;
 use ipam_provider_runtime::{CallLimits, ProviderRuntime, RuntimeConfig, WasmProvider};
 
@@ -38,11 +39,12 @@ pub struct Started {
 pub async fn start(
     args: &RunArgs,
     trust: &TrustRoots,
+    registries: &RegistryAccess,
     rate: &RateSettings,
     metrics: &Arc<Metrics>,
     startup: &Startup<StartStep>,
 ) -> anyhow::Result<Started> {
-    let cloud = provider(args, trust, rate, metrics, startup).await?;
+    let cloud = provider(args, trust, registries, rate, metrics, startup).await?;
 
     // etcd is dialled at start, leader or not, so that a bad address or
     // certificate stops the process at once instead of at its first lead.
@@ -114,6 +116,7 @@ pub async fn start(
 async fn provider(
     args: &RunArgs,
     trust: &TrustRoots,
+    registries: &RegistryAccess,
     rate: &RateSettings,
     metrics: &Arc<Metrics>,
     startup: &Startup<StartStep>,
@@ -125,7 +128,7 @@ async fn provider(
     };
     startup.waiting(StartStep::ProviderModule, fetching);
     let fetched = async {
-        let (path, bytes) = module_bytes(&args.provider, trust).await?;
+        let (path, bytes) = module_bytes(&args.provider, registries).await?;
         if let Some(want) = &args.provider_sha256 {
             let have = sha256_hex(&bytes);
             anyhow::ensure!(

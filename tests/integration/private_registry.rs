@@ -321,6 +321,13 @@ async fn the_chart_is_pushed_as_an_oci_chart_and_renders_from_the_registry() {
     let ca = registry.ca_path().display().to_string();
     let address = registry.address();
     let (user, password) = registry.credentials();
+    // The mock module beside the chart, installed by its digest.
+    let (layout, digest) = provider_artifact("mock");
+    registry
+        .push(&layout, "providers/mock:0.1.0")
+        .await
+        .expect("the mock module pushed");
+    let module = format!("oci://{address}/providers/mock@{digest}");
     helm(
         home,
         &[
@@ -366,13 +373,21 @@ async fn the_chart_is_pushed_as_an_oci_chart_and_renders_from_the_registry() {
             "kube-system",
             "--set",
             "clusterName=registry-test",
+            "--set",
+            "provider.name=mock",
+            "--set",
+            &format!("provider.module={module}"),
+            "--set",
+            "provider.pullSecret=registry-login",
         ],
         None,
     );
     let text = String::from_utf8_lossy(&rendered.stdout);
     assert!(
-        text.contains("kind: Deployment") && text.contains("registry-test"),
-        "{text}"
+        text.contains("kind: Deployment")
+            && text.contains("registry-test")
+            && text.contains(&module),
+        "the chart from the registry names the module pushed beside it: {text}"
     );
     // Without the login, the same chart is refused.
     helm(home, &["registry", "logout", &address], None);

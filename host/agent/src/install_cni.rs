@@ -294,7 +294,8 @@ mod tests {
     #[test]
     fn bad_input_writes_nothing() {
         let no_ipam = r#"{"cniVersion": "1.0.0", "name": "n", "plugins": [{"type": "ptp"}]}"#;
-        let cases: [(&str, &str, fn(&InstallCniError) -> bool); 3] = [
+        type Expected = fn(&InstallCniError) -> bool;
+        let cases: [(&str, &str, Expected); 3] = [
             ("05-ipam.conflist", no_ipam, |e| {
                 matches!(
                     e,

@@ -184,6 +184,10 @@ fn host_cargo() -> Command {
             cargo.env_remove(name.as_ref());
         }
     }
+    // The images' timestamp (`images`), not the binaries': ring's and cc's
+    // build scripts track it, and a change would rebuild ring, rustls, kube
+    // and wasmtime.
+    cargo.env_remove("SOURCE_DATE_EPOCH");
     if std::env::var_os("CARGO_TARGET_DIR").is_none() {
         cargo.env("CARGO_TARGET_DIR", host_target_dir());
     }

@@ -17,6 +17,7 @@ mod endpoint_gc;
 mod engine;
 mod guest_floods;
 mod guest_logs;
+mod images;
 mod kubernetes;
 mod leak_gc;
 mod lying_guests;

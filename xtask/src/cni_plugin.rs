@@ -48,20 +48,27 @@ pub fn build(mut cargo: Command, target_dir: &Path, profile: Profile) -> Result<
         Profile::Release => "release",
     };
     let plugin = target_dir.join(&host).join(dir).join("ipam-cni");
-    let bytes = std::fs::read(&plugin).map_err(|e| format!("{}: {e}", plugin.display()))?;
+    check_static(&plugin)?;
+    Ok(plugin)
+}
+
+/// Refuses a binary that is dynamically linked (names a program
+/// interpreter) or that cannot be read as an ELF file.
+pub fn check_static(binary: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
     match has_interpreter(&bytes) {
-        Ok(false) => Ok(plugin),
+        Ok(false) => Ok(()),
         Ok(true) => Err(format!(
             "{} is dynamically linked (it names a program interpreter); \
-             the deployed plugin must be static",
-            plugin.display()
+             it must be static as deployed",
+            binary.display()
         )),
-        Err(why) => Err(format!("{}: {why}", plugin.display())),
+        Err(why) => Err(format!("{}: {why}", binary.display())),
     }
 }
 
 /// The host's target triple, as the workspace's rustc reports it.
-fn host_triple() -> Result<String, String> {
+pub fn host_triple() -> Result<String, String> {
     Toolchain::Rustup
         .rustc_version(&repo_root())?
         .lines()

@@ -106,6 +106,25 @@ pub fn store_artifact(name: &str, key: &str, extension: &str, built: &Path) -> R
     Ok(())
 }
 
+/// The cached directory `<name>-<key>.d`, if built before.
+pub fn artifact_dir(name: &str, key: &str) -> Option<PathBuf> {
+    let path = dir().join(format!("{name}-{key}.d"));
+    path.is_dir().then_some(path)
+}
+
+/// Keep a freshly built directory under its key (moved there, so it must
+/// be on the build cache's file system), dropping older builds of it; its
+/// path in the cache.
+pub fn store_dir(name: &str, key: &str, built: &Path) -> Result<PathBuf, String> {
+    let dir = dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    remove_older(name, ".d")?;
+    let to = dir.join(format!("{name}-{key}.d"));
+    std::fs::rename(built, &to)
+        .map_err(|e| format!("moving {} to {}: {e}", built.display(), to.display()))?;
+    Ok(to)
+}
+
 /// Whether clippy passed on the component's crate for this key.
 pub fn linted(name: &str, key: &str) -> bool {
     dir().join(format!("{name}-{key}.clippy-ok")).is_file()
@@ -127,7 +146,13 @@ fn remove_older(name: &str, suffix: &str) -> Result<(), String> {
     for entry in entries.flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
         if file.starts_with(&prefix) && file.ends_with(suffix) {
-            std::fs::remove_file(entry.path()).map_err(|e| format!("{file}: {e}"))?;
+            let path = entry.path();
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.map_err(|e| format!("{file}: {e}"))?;
         }
     }
     Ok(())

@@ -11,14 +11,17 @@
 //! `test`) builds the datapath's eBPF program, with bpf-linker built into
 //! the build cache against Debian's llvm-22-dev when missing. `test` and
 //! `bench` build the `ipam-cni` plugin statically linked, as it is deployed,
-//! and name it to the tests (`IPAM_CNI_PLUGIN`).
+//! and name it to the tests (`IPAM_CNI_PLUGIN`). `cargo xtask images` (and
+//! `test`) builds the container images with buildah (`images`).
 
 mod cni_plugin;
 mod component_cache;
 mod components;
 mod ebpf;
+mod images;
 mod provider_artifacts;
 mod setup;
+mod static_link;
 mod tests;
 
 use std::path::{Path, PathBuf};
@@ -48,13 +51,26 @@ commands:
   cni-plugin  build the ipam-cni plugin statically linked, as deployed, into
               <target dir>/<host triple>/release/ipam-cni (test and bench
               build it too)
+  images [--release] [--arch amd64|arm64]
+              build the ipam-operator and ipam-agent images FROM scratch with
+              buildah (installed when missing) into OCI layouts under
+              target/images/<arch>/ and print their digests and sizes; dev
+              profile unless --release; the host's arch unless --arch; arm64
+              cross-builds with Debian's gcc-aarch64-linux-gnu (installed
+              when missing). Kept in the build cache by input hash. `test` builds the host's dev images
+              and names their directory to the tests (IPAM_IMAGES_DIR)
 
 environment:
   IPAM_WASM_TOOLCHAIN=auto|rustup|debian   how to build wasm32-wasip2 (default auto)
   IPAM_EBPF_TOOLCHAIN=auto|rustup|debian   how to build the eBPF program (default auto)
-  IPAM_BUILD_CACHE=DIR                     build output kept between runs (default ~/.cache/ipam-operator)";
+  IPAM_BUILD_CACHE=DIR                     build output kept between runs (default ~/.cache/ipam-operator)
+  SOURCE_DATE_EPOCH=SECONDS                the images' timestamps (default 0)
+  IPAM_IMAGE_SOURCE=URL                    the images' source label";
 
 fn main() -> ExitCode {
+    if let Some(code) = static_link::run_as_rustc_wrapper() {
+        return code;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("providers") => components::build().map(drop),
@@ -62,6 +78,16 @@ fn main() -> ExitCode {
             .and_then(|_| provider_artifacts::build())
             .map(|built| provider_artifacts::print(&built)),
         Some("ebpf") => ebpf::build().map(drop),
+        // The container images and, beside them, the provider modules'
+        // OCI artifacts (arch-independent).
+        Some("images") => images::Options::parse(&args[1..]).and_then(|options| {
+            host_build_tools()
+                .and_then(|()| ebpf::build())
+                .and_then(|object| build_images(&object, options, false))
+                .and_then(|_| components::build())
+                .and_then(|_| provider_artifacts::build())
+                .map(|built| provider_artifacts::print(&built))
+        }),
         Some("cni-plugin") => static_plugin(cni_plugin::Profile::Release).map(|plugin| {
             println!("{}", plugin.display());
         }),
@@ -72,7 +98,7 @@ fn main() -> ExitCode {
             .and_then(|()| components::build())
             .and_then(|_| provider_artifacts::build())
             .and_then(|_| ebpf::build())
-            .and_then(|_| test()),
+            .and_then(|object| test(&object)),
         Some("bench") => host_build_tools()
             .and_then(|()| components::build())
             .and_then(|_| ebpf::build())
@@ -128,6 +154,22 @@ fn static_plugin(profile: cni_plugin::Profile) -> Result<PathBuf, String> {
     cni_plugin::build(host_cargo(), &host_target_dir(), profile)
 }
 
+/// The container images (`images`), for the host workspace's target dir;
+/// `with_tests`: their binaries from the tests' build.
+fn build_images(
+    ebpf_object: &Path,
+    options: images::Options,
+    with_tests: bool,
+) -> Result<PathBuf, String> {
+    images::build(
+        host_cargo,
+        &host_target_dir(),
+        ebpf_object,
+        options,
+        with_tests,
+    )
+}
+
 /// `cargo` for the host workspace, with its target dir in the build cache
 /// unless the caller chose one, and the built components named to the
 /// operator and the tests (`IPAM_COMPONENTS_DIR`): the binary lands in the
@@ -135,6 +177,33 @@ fn static_plugin(profile: cni_plugin::Profile) -> Result<PathBuf, String> {
 fn host_cargo() -> Command {
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo.current_dir(repo_root());
+    // What `cargo run` set for xtask itself: build scripts that track these
+    // (ring's, through its `rerun-if-env-changed`) would otherwise rerun, and
+    // their dependents rebuild, each time a build alternates between xtask
+    // and a shell.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_MANIFEST_LINKS",
+            ]
+            .contains(&name.as_ref())
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .contains(&name.as_ref())
+        {
+            cargo.env_remove(name.as_ref());
+        }
+    }
+    // The images' timestamp (`images`), not the binaries': ring's and cc's
+    // build scripts track it, and a change would rebuild ring, rustls, kube
+    // and wasmtime.
+    cargo.env_remove("SOURCE_DATE_EPOCH");
     if std::env::var_os("CARGO_TARGET_DIR").is_none() {
         cargo.env("CARGO_TARGET_DIR", host_target_dir());
     }
@@ -180,7 +249,7 @@ fn run_main_job(extra: &[String]) -> Result<(), String> {
     run(&mut cargo)
 }
 
-fn test() -> Result<(), String> {
+fn test(ebpf_object: &Path) -> Result<(), String> {
     setup::ensure_rustup_components(&["rustfmt", "clippy"])?;
     let moto_python = setup::ensure_moto(&build_cache())?;
     setup::ensure_kubectl()?;
@@ -206,12 +275,18 @@ fn test() -> Result<(), String> {
     let mut tally = tests::Tally::default();
     let guests = tests::run(&mut components::unit_tests_command(), &mut tally)
         .and_then(|()| tests::run(&mut ebpf::unit_tests_command(), &mut tally));
-    let host = guests.and_then(|()| {
+    // The images before the tests that check them; their binaries come
+    // from the tests' build (`static_link`), which the tests run static too.
+    let images = guests.and_then(|()| build_images(ebpf_object, images::Options::host_dev(), true));
+    let host = images.and_then(|images| {
+        let mut cargo = host_cargo();
+        static_link::wrap(&mut cargo)?;
         tests::run(
-            host_cargo()
+            cargo
                 .env("IPAM_MOTO_PYTHON", &moto_python)
                 .env("IPAM_HELM", &helm)
                 .env("IPAM_CNI_PLUGIN", &plugin)
+                .env("IPAM_IMAGES_DIR", &images)
                 .args(["test", "--workspace"]),
             &mut tally,
         )

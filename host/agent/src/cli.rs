@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use ipam_logging::{LogFormat, LogLevel};
 
+use crate::install_cni::InstallCniArgs;
 use crate::register::{InterfaceSelection, Watermarks};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -22,13 +23,36 @@ pub enum CloudArg {
 
 /// The node agent: registers this node's CiliumNode, hands pod addresses out
 /// of its pool to the `ipam-cni` plugin, answers the release handshake and
-/// routes the addresses of secondary interfaces.
+/// routes the addresses of secondary interfaces. With `install-cni`, puts
+/// the plugin and the network configuration into the node's CNI directories
+/// instead (the DaemonSet's init container).
 #[derive(Debug, Parser)]
 #[command(
     name = "ipam-agent",
     version,
-    about = "The node agent: registers this node's CiliumNode and hands pod addresses out of its pool to the ipam-cni plugin"
+    about = "The node agent: registers this node's CiliumNode and hands pod addresses out of its pool to the ipam-cni plugin",
+    subcommand_negates_reqs = true,
+    args_conflicts_with_subcommands = true
 )]
+pub struct Agent {
+    #[command(subcommand)]
+    pub command: Option<AgentCommand>,
+    /// The agent's flags, present when no subcommand is given.
+    #[command(flatten)]
+    pub run: Option<Cli>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Install the ipam-cni plugin and the network configuration list into
+    /// the node's CNI directories, each written beside its target and
+    /// renamed over it; a bad conflist is refused and nothing is written.
+    InstallCni(InstallCniArgs),
+}
+
+/// The agent's own flags (`ipam-agent` with no subcommand).
+#[derive(Debug, Parser)]
+#[command(name = "ipam-agent")]
 pub struct Cli {
     /// This node's name (the downward API's spec.nodeName).
     #[arg(long, env = "NODE_NAME")]

@@ -16,6 +16,7 @@
 //! | `state_file` | the allocations in their file (under /run by default), written atomically |
 //! | `allocator` | the decisions over the node view and the allocations, under one lock |
 //! | `status_change` | status.ipam.used and the handshake answers, as a typed change sent as a merge patch |
+//! | `install_cni`, `cni_conflist` | the `install-cni` subcommand: the plugin and the checked conflist put in place atomically |
 //! | `cni_server` | the plugin's unix socket |
 //! | `cni_thread` | the thread that serves the socket and makes every change of the allocations |
 //! | `kube_node` | the CiliumNode (register, watch, status patches), the Node, the pods |
@@ -27,10 +28,12 @@
 
 pub mod allocator;
 pub mod cli;
+pub mod cni_conflist;
 pub mod cni_server;
 pub mod cni_thread;
 pub mod datapath;
 pub mod facts;
+pub mod install_cni;
 pub mod kube_node;
 pub mod metrics;
 pub mod netlink_routes;

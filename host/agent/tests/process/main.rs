@@ -4,13 +4,15 @@
 //! otherwise); the datapath tests also load the eBPF object, and the
 //! capabilities tests run it with no more privilege than the DaemonSet
 //! gives; the reboot test empties its state directory as a reboot empties
-//! /run.
+//! /run. `install-cni` runs as the init container runs it, in a temporary
+//! directory.
 
 mod capabilities;
 mod cni_chain;
 mod crash;
 mod datapath;
 mod handshake;
+mod install_cni;
 mod node_ns;
 mod reboot;
 mod registration;

@@ -18,8 +18,8 @@
 //! arrived, so concurrent readers see the same resourceVersion (two
 //! candidates racing for a Lease). Requests are logged with the status
 //! answered, so tests can check who wrote what and who was refused. Label
-//! selectors of equality terms are applied to lists and watches (others
-//! are refused with 400); field selectors are ignored: a list or watch
+//! selectors of equality and existence terms are applied to lists and
+//! watches (set-based ones are refused with 400); field selectors are ignored: a list or watch
 //! sees everything in its scope that its labels select.
 //!
 //! The helpers taking a `collection` take its path: cluster-wide

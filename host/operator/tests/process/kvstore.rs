@@ -117,7 +117,14 @@ async fn the_kvstore_duties_run_only_while_leading_in_cilium_s_layout() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (beat, service) = written.expect("the leader wrote the heartbeat and the global service");
+    let Some((beat, service)) = written else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "the leader wrote no heartbeat or global service in 20 s; its log:\n{}",
+            logs.join().unwrap_or_default()
+        );
+    };
     String::from_utf8_lossy(&beat.value)
         .parse::<jiff::Timestamp>()
         .expect("the heartbeat is an RFC 3339 time");

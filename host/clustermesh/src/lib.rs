@@ -36,7 +36,9 @@
 //! each Service change applied as it comes, until
 //! [`ServicesSettings::resync_interval`] (5 minutes) ends the round. A
 //! round of the nodes store is one sweep and then deletions as CiliumNodes
-//! go, for [`NodesSettings::interval`] (5 minutes). A failed kvstore
+//! go, for [`NodesSettings::interval`] (5 minutes); a key found stale goes
+//! once [`NodesSettings::grace`] (a minute) has passed, never while its
+//! node's agent runs. A failed kvstore
 //! operation brings the full sync or sweep forward to the retry interval
 //! (5 seconds).
 //!
@@ -59,7 +61,11 @@
 //! let services = Arc::new(ServicesView::new());
 //! tokio::spawn(services.clone().follow(client.clone()));
 //! let nodes = Arc::new(CiliumNodesView::new());
-//! tokio::spawn(nodes.clone().follow(client));
+//! tokio::spawn(nodes.clone().follow(client.clone()));
+//! // cilium-agent's pods: a node whose agent runs keeps its key.
+//! let agents = Arc::new(AgentPodsView::new());
+//! let labels: PodLabels = "k8s-app=cilium".parse().expect("labels");
+//! tokio::spawn(agents.clone().follow(client, "kube-system".into(), labels));
 //!
 //! let settings = ServicesSettings::new(cluster.clone());
 //! let store = kvstore.clone();
@@ -71,7 +77,7 @@
 //! ));
 //! let settings = NodesSettings::new(cluster);
 //! tokio::spawn(run_while_leading(
-//!     move || NodesStore::new(settings.clone(), nodes.clone(), kvstore.clone()),
+//!     move || NodesStore::new(settings.clone(), nodes.clone(), agents.clone(), kvstore.clone()),
 //!     leader,
 //!     metrics,
 //!     std::future::pending(),

@@ -8,7 +8,10 @@
 //! agent's `--version` and `install-cni` into a directory of the root
 //! filesystem. The image configs name their user, entrypoint and labels;
 //! the layers hold exactly the files listed here (so no shell), owned by
-//! root, stamped with one time, in path order.
+//! root, stamped with one time, in path order. Each image is pushed to a
+//! registry (Debian's docker-registry with TLS and htpasswd) with its login
+//! and read back by the digest the build made; without the login it is
+//! refused.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -16,6 +19,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use ipam_tests::registry::RegistryServer;
 use serde_json::Value;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -517,4 +521,67 @@ fn kustomize_conflist() -> String {
         .as_str()
         .expect("the conflist in the ConfigMap")
         .to_string()
+}
+
+/// The manifest digest of the OCI layout `layout` (its index's first entry).
+fn layout_digest(layout: &Path) -> String {
+    let index: Value = serde_json::from_str(
+        &std::fs::read_to_string(layout.join("index.json")).expect("index.json"),
+    )
+    .expect("index.json is JSON");
+    index["manifests"][0]["digest"]
+        .as_str()
+        .expect("a manifest digest")
+        .to_string()
+}
+
+/// `skopeo inspect` of `reference` trusting the registry's CA, with the
+/// registry's login when `login` is given; its output.
+fn inspect(registry: &RegistryServer, reference: &str, login: bool) -> Output {
+    let mut command = Command::new("skopeo");
+    command
+        .args(["inspect", "--format", "{{.Digest}}", "--cert-dir"])
+        .arg(registry.cert_dir());
+    if login {
+        command.arg("--authfile").arg(registry.docker_config_file());
+    } else {
+        command.arg("--no-creds");
+    }
+    command
+        .arg(reference)
+        .output()
+        .expect("skopeo runs (cargo xtask test installs Debian's skopeo)")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_image_is_pushed_to_a_registry_with_its_login_and_read_back_by_digest() {
+    let registry = RegistryServer::start().await;
+    for name in ["ipam-operator", "ipam-agent"] {
+        let layout = layout(name);
+        let digest = layout_digest(&layout);
+        registry
+            .push(
+                &format!("oci:{}:{VERSION}", layout.display()),
+                &format!("images/{name}:{VERSION}"),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("pushing {name}: {e}"));
+        let by_digest = format!("docker://{}/images/{name}@{digest}", registry.address());
+        let read = inspect(&registry, &by_digest, true);
+        assert!(
+            read.status.success(),
+            "{name} by digest: {}",
+            String::from_utf8_lossy(&read.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&read.stdout).trim(),
+            digest,
+            "{name}: the registry holds the digest the build made"
+        );
+        let anonymous = inspect(&registry, &by_digest, false);
+        assert!(
+            !anonymous.status.success(),
+            "{name} was read without the registry's login"
+        );
+    }
 }

@@ -39,24 +39,25 @@ impl PrivateCa {
     /// PEM: what a server started as a separate process (a registry) reads
     /// from files.
     pub fn server_pem(&self, names: &[&str]) -> (String, String) {
+        let (certificate, key) = self.server_certificate(names);
+        (certificate.pem(), key.serialize_pem())
+    }
+
+    /// A server certificate for `names` signed by this CA, and its key.
+    fn server_certificate(&self, names: &[&str]) -> (rcgen::Certificate, KeyPair) {
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let key = KeyPair::generate().expect("server key");
         let certificate = CertificateParams::new(names)
             .expect("server params")
             .signed_by(&key, &self.issuer)
             .expect("server certificate");
-        (certificate.pem(), key.serialize_pem())
+        (certificate, key)
     }
 
     /// A TLS acceptor presenting a certificate for `names` (host names or IP
     /// addresses, as `127.0.0.1`) signed by this CA.
     pub fn acceptor(&self, names: &[&str]) -> tokio_rustls::TlsAcceptor {
-        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let key = KeyPair::generate().expect("server key");
-        let certificate = CertificateParams::new(names)
-            .expect("server params")
-            .signed_by(&key, &self.issuer)
-            .expect("server certificate");
+        let (certificate, key) = self.server_certificate(names);
         let key =
             rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).expect("PKCS#8 key");
         let config = rustls::ServerConfig::builder()

@@ -97,14 +97,10 @@ impl Default for AgentPodsView {
 fn running_on(pod: &Pod) -> Option<(String, String)> {
     let running = pod.status.as_ref()?.phase.as_deref() == Some("Running");
     let node = pod.spec.as_ref()?.node_name.clone()?;
-    let id = format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref()?
-    );
-    running.then_some((id, node))
+    running.then_some((id_of(pod)?, node))
 }
 
+/// `namespace/name`.
 fn id_of(pod: &Pod) -> Option<String> {
     Some(format!(
         "{}/{}",

@@ -3,10 +3,12 @@
 //! operator owns, pods pending per node, Events), leader election on a
 //! coordination.k8s.io Lease, optional CiliumNode CRD registration, the
 //! composition that runs the engine only while this replica leads, and the
-//! CiliumEndpoint GC duty.
+//! CiliumEndpoint GC duty, and the one-off read of the cluster that
+//! `ipam-operator plan` plans from.
 
 pub mod crd;
 pub mod endpoint_gc;
 pub mod lease;
 pub mod operator;
+pub mod snapshot;
 pub mod store;

@@ -108,6 +108,14 @@ const OPERATOR: &[(&str, Reach)] = &[
     ("--max-concurrent-nodes", v("pools.maxConcurrentNodes", "1010", "1010")),
     ("--gc-interval-seconds", v("interfaceGC.intervalSeconds", "1011", "1011")),
     ("--gc-grace-seconds", v("interfaceGC.graceSeconds", "1012", "1012")),
+    (
+        "--adopt-interface-tags",
+        v(
+            "interfaceGC.adoptTags",
+            "[io.cilium/cluster-name=prod, io.cilium/cilium-managed=true]",
+            "io.cilium/cluster-name=prod,io.cilium/cilium-managed=true",
+        ),
+    ),
     ("--leader-elect", v("leaderElection.enabled", "false", "false")),
     ("--lease-name", v("leaderElection.leaseName", "other-lease", "other-lease")),
     (

@@ -44,10 +44,15 @@ fn text<'a>(value: &'a Value, path: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {path} in {value:?}"))
 }
 
-/// The anchors of docs/operations.md's headings, as GitHub makes them.
-pub fn operations_anchors() -> BTreeSet<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md");
-    let page = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+fn docs_page(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The anchors of a docs page's headings, as GitHub makes them.
+fn anchors(page: &str) -> BTreeSet<String> {
     let mut in_code = false;
     let mut anchors = BTreeSet::new();
     for line in page.lines() {
@@ -68,6 +73,18 @@ pub fn operations_anchors() -> BTreeSet<String> {
         anchors.insert(slug);
     }
     anchors
+}
+
+/// The Markdown links of `page` with an anchor: (the page linked, empty
+/// for the page itself; the anchor).
+fn anchored_links(page: &str) -> Vec<(String, String)> {
+    page.split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')'))
+        .filter_map(|(target, _)| target.split_once('#'))
+        .filter(|(file, _)| !file.contains("://"))
+        .map(|(file, anchor)| (file.to_string(), anchor.to_string()))
+        .collect()
 }
 
 #[test]
@@ -95,9 +112,7 @@ fn the_prometheus_rule_embeds_exactly_the_file_s_groups() {
         "the labels asked for"
     );
     assert_eq!(
-        labels
-            .get("app.kubernetes.io/name")
-            .and_then(Value::as_str),
+        labels.get("app.kubernetes.io/name").and_then(Value::as_str),
         Some("ipam-operator")
     );
     let spec = get(rule, "spec").as_mapping().expect("a spec");
@@ -109,7 +124,7 @@ fn the_prometheus_rule_embeds_exactly_the_file_s_groups() {
 
 #[test]
 fn every_alert_says_how_bad_what_and_where_to_read_on() {
-    let anchors = operations_anchors();
+    let anchors = anchors(&docs_page("operations.md"));
     let file = alerts_file();
     let mut names = BTreeSet::new();
     for alert in alerts(&file) {
@@ -204,4 +219,33 @@ fn every_alert_is_fired_by_a_promtool_test_case() {
             tests_path.display()
         );
     }
+}
+
+#[test]
+fn the_operations_and_upgrade_pages_link_to_sections_that_exist() {
+    let pages = ["operations.md", "upgrade.md"];
+    let mut checked = 0;
+    for page in pages {
+        let text = docs_page(page);
+        for (file, anchor) in anchored_links(&text) {
+            let target = if file.is_empty() { page } else { file.as_str() };
+            assert!(
+                pages.contains(&target),
+                "{page} links to {target}#{anchor}, outside the pages checked here"
+            );
+            assert!(
+                anchors(&docs_page(target)).contains(&anchor),
+                "{page}: the link to {target}#{anchor} lands on no section"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "{checked} links checked");
+    assert_eq!(
+        anchored_links("see [x](#a-b), [y](upgrade.md#rollback) and [z](https://e.x/#q)"),
+        [
+            (String::new(), "a-b".to_string()),
+            ("upgrade.md".to_string(), "rollback".to_string())
+        ]
+    );
 }

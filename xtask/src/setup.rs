@@ -195,6 +195,26 @@ pub fn ensure_kubectl() -> Result<(), String> {
     ensure_debian_packages(&["kubectl"])
 }
 
+/// `promtool` (Debian's `prometheus` package) for checking the chart's
+/// alerting rules and running their unit tests: installed when none is on
+/// the PATH; still missing after the install is an error saying so.
+pub fn ensure_promtool() -> Result<(), String> {
+    let runs = || succeeds(Command::new("promtool").arg("--version"));
+    if runs() {
+        return Ok(());
+    }
+    ensure_debian_packages(&["prometheus"])?;
+    if runs() {
+        Ok(())
+    } else {
+        Err(
+            "`promtool --version` fails after installing Debian's prometheus package: \
+             the alerting rules cannot be checked"
+                .to_string(),
+        )
+    }
+}
+
 /// What the AWS provider's tests run moto_server with.
 const MOTO: &str = "moto[server]>=5,<6";
 

@@ -17,8 +17,10 @@ use ipam_duty::DutyMetrics;
 use ipam_engine::{IpamMode, LoopSettings, MaintenanceSettings, Metrics};
 use ipam_health_http::startup::Startup;
 use ipam_k8s::endpoint_gc::{EndpointGc, EndpointGcSettings};
+use ipam_k8s::leader_metrics::LeaderMetrics;
 use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
+use ipam_kvstore::heartbeat_metrics::HeartbeatMetrics;
 use ipam_provider_runtime::host_budget::OverBudget;
 use ipam_provider_runtime::{BudgetSink, CallLimits};
 use tokio::sync::watch;
@@ -358,6 +360,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // /readyz says which of its steps are still waited for.
     let metrics = Arc::new(Metrics::new());
     let duty_metrics = Arc::new(DutyMetrics::new());
+    let leader_metrics = Arc::new(LeaderMetrics::new());
+    // The heartbeat's gauge is shown only where the heartbeat runs, so an
+    // alert on its age never fires for an operator without one.
+    let heartbeat_metrics = Arc::new(HeartbeatMetrics::new());
+    let heartbeat_on = args.kvstore.enabled() && args.kvstore.kvstore_heartbeat;
     let startup = Startup::<StartStep>::default();
     let (ready_tx, ready) = watch::channel(false);
     let (stop_tx, stop) = watch::channel(false);
@@ -375,6 +382,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             metrics.clone(),
             &duty_metrics,
             &startup,
+            &leader_metrics,
+            heartbeat_on.then_some(heartbeat_metrics.as_ref()),
         ),
         until_stop(stop.clone()),
     ));
@@ -436,6 +445,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             &args.lease_namespace,
             store.clone(),
             &client,
+            &heartbeat_metrics,
         )?;
     }
     let identity = args.identity.clone().unwrap_or_else(hostname);
@@ -444,8 +454,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         config.lease_duration = Duration::from_secs(args.lease_duration_seconds);
         config.renew_deadline = Duration::from_secs(args.renew_deadline_seconds);
         config.retry_period = Duration::from_secs(args.retry_period_seconds);
-        LeaderElection::new(client, config)
+        LeaderElection::new(client, config).with_metrics(leader_metrics.clone())
     });
+    if election.is_none() {
+        // Without election this replica leads from the start.
+        leader_metrics.leading(true);
+    }
     let campaign = async {
         match &election {
             Some(election) => election.run(&leader_tx, until_stop(stop.clone())).await,

@@ -239,8 +239,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     tracing::info!(kept = report.kept, freed = ?report.freed, "allocations restored");
 
-    // SNAT before the first pod is served, kept in step with the node.
-    if cli.snat_enabled() {
+    // SNAT before the first pod is served, kept in step with the node;
+    // turned off, a table an earlier run wrote goes.
+    if !cli.snat_enabled() {
+        if let Err(error) = NftSnat.remove() {
+            tracing::debug!(%error, "removing a SNAT table of an earlier run (SNAT is off)");
+        }
+    } else {
         let ranges = allocator.vpc_ranges();
         let rules = snat::wanted(&ranges.borrow(), &cli.snat_exclude_cidrs);
         apply_snat(&rules, &metrics).context("writing the SNAT table")?;

@@ -15,6 +15,7 @@ mod handshake;
 mod install_cni;
 mod node_ns;
 mod reboot;
+mod snat;
 mod registration;
 mod startup;
 mod support;

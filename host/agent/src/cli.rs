@@ -162,13 +162,13 @@ pub struct Cli {
     /// The network configuration list the agent installs into
     /// --cni-conf-dir once its socket serves (from the agent's ConfigMap;
     /// named NAME.conflist); unset: the agent installs none.
-    #[arg(long, env = "IPAM_AGENT_CNI_CONFLIST", value_name = "FILE")]
+    #[arg(long, env = "IPAM_CNI_CONFLIST", value_name = "FILE")]
     pub cni_conflist: Option<PathBuf>,
     /// The node's CNI configuration directory (the runtime uses the first
     /// configuration file there in byte order of the names).
     #[arg(
         long,
-        env = "IPAM_AGENT_CNI_CONF_DIR",
+        env = "IPAM_CNI_CONF_DIR",
         value_name = "DIR",
         default_value = "/etc/cni/net.d"
     )]
@@ -181,7 +181,7 @@ pub struct Cli {
     /// The node's CNI plugin directory, where the init container installs
     /// ipam-cni: the agent removes the plugin from it when it is
     /// uninstalled. Unset: the plugin is left alone.
-    #[arg(long, env = "IPAM_AGENT_CNI_BIN_DIR", value_name = "DIR")]
+    #[arg(long, env = "IPAM_CNI_BIN_DIR", value_name = "DIR")]
     pub cni_bin_dir: Option<PathBuf>,
     /// Masquerade pod traffic to destinations outside the VPC (VNet) and
     /// --snat-exclude-cidrs, as the node's address. Unset: on with
@@ -317,6 +317,29 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn the_agent_and_install_cni_read_no_variable_in_common() {
+        // A variable both read would make clap take `install-cni` in a
+        // container that sets it for the agent's flags as the agent itself,
+        // and refuse it for want of --node-name.
+        use clap::CommandFactory;
+        let envs = |command: clap::Command| -> std::collections::BTreeSet<String> {
+            command
+                .get_arguments()
+                .filter_map(|arg| arg.get_env())
+                .map(|env| env.to_string_lossy().into_owned())
+                .collect()
+        };
+        let agent = envs(Cli::command());
+        use clap::Args;
+        let install = envs(crate::install_cni::InstallCniArgs::augment_args(
+            clap::Command::new("install-cni"),
+        ));
+        assert!(install.len() >= 4, "{install:?}");
+        let shared: Vec<&String> = agent.intersection(&install).collect();
+        assert!(shared.is_empty(), "read by both: {shared:?}");
     }
 
     #[test]

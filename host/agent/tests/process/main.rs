@@ -9,6 +9,7 @@
 
 mod capabilities;
 mod cni_chain;
+mod conflist;
 mod crash;
 mod datapath;
 mod handshake;

@@ -19,4 +19,5 @@ mod reboot;
 mod snat;
 mod registration;
 mod startup;
+mod uninstall;
 mod support;

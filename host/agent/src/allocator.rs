@@ -424,7 +424,10 @@ impl Allocator {
         let pool = PoolIndex::new(&node);
         let (ranges, malformed) = crate::snat::vpc_ranges(&node);
         if !malformed.is_empty() {
-            tracing::warn!(?malformed, "VPC ranges in the CiliumNode that are not IPv4 CIDRs: left out of SNAT");
+            tracing::warn!(
+                ?malformed,
+                "VPC ranges in the CiliumNode that are not IPv4 CIDRs: left out of SNAT"
+            );
         }
         self.vpc_ranges.send_if_modified(|current| {
             let changed = *current != ranges;

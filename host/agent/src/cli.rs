@@ -301,7 +301,10 @@ mod tests {
         assert!(!aws(&["--snat=false"]).snat_enabled());
         assert_eq!(
             aws(&["--snat-exclude-cidrs=192.168.0.0/16,172.16.0.0/12"]).snat_exclude_cidrs,
-            ["192.168.0.0/16".parse::<Ipv4Net>().unwrap(), "172.16.0.0/12".parse().unwrap()]
+            [
+                "192.168.0.0/16".parse::<Ipv4Net>().unwrap(),
+                "172.16.0.0/12".parse().unwrap()
+            ]
         );
         for bad in [
             "--eni-subnet-tags=novalue",

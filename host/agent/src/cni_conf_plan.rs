@@ -266,7 +266,12 @@ mod tests {
 
     #[test]
     fn config_names_are_those_a_runtime_reads() {
-        for name in ["10-aws.conflist", "87-podman.conf", "x.json", ".hidden.conf"] {
+        for name in [
+            "10-aws.conflist",
+            "87-podman.conf",
+            "x.json",
+            ".hidden.conf",
+        ] {
             assert!(is_config_name(name), "{name}");
         }
         for name in [

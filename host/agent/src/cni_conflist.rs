@@ -176,7 +176,10 @@ mod tests {
             (GOOD, true),
             (single, true),
             (aws, false),
-            (r#"{"type": "bridge", "ipam": {"type": "host-local"}}"#, false),
+            (
+                r#"{"type": "bridge", "ipam": {"type": "host-local"}}"#,
+                false,
+            ),
             ("not json", false),
             ("[]", false),
         ] {

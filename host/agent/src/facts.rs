@@ -158,10 +158,7 @@ pub fn from_node(
 
 /// Read the facts for `cli`'s cloud: the metadata service's, else (none,
 /// or no answer) `--instance-id`'s, else the Node's.
-pub async fn gather(
-    cli: &Cli,
-    nodes: &NodeClient,
-) -> Result<(NodeFacts, FactsSource), FactsError> {
+pub async fn gather(cli: &Cli, nodes: &NodeClient) -> Result<(NodeFacts, FactsSource), FactsError> {
     // The agent has no CA flag: an https metadata endpoint must chain to
     // the webpki roots (IMDS itself is plain http).
     let metadata = match cli.cloud {
@@ -256,7 +253,9 @@ mod tests {
         assert!(matches!(error, FactsError::NoInstanceId { .. }), "{error}");
         let text = error.to_string();
         assert!(
-            text.contains("n1") && text.contains("spec.providerID") && text.contains("--cloud=none"),
+            text.contains("n1")
+                && text.contains("spec.providerID")
+                && text.contains("--cloud=none"),
             "{text}"
         );
         assert!(matches!(

@@ -174,12 +174,7 @@ pub fn install(
 
 /// Puts `conflist` in `dir` under its name, atomically.
 pub fn install_conflist(dir: &Path, conflist: &ConflistFile) -> Result<Installed, InstallCniError> {
-    replace(
-        dir,
-        conflist.name.as_ref(),
-        &conflist.bytes,
-        CONFLIST_MODE,
-    )
+    replace(dir, conflist.name.as_ref(), &conflist.bytes, CONFLIST_MODE)
 }
 
 /// Removes `dir/name` if it is there, and makes the removal durable.

@@ -336,7 +336,10 @@ mod tests {
         let mut rest = bytes;
         while !rest.is_empty() {
             let length = u32::from_ne_bytes(rest[0..4].try_into().unwrap()) as usize;
-            assert!(length >= 20 && length <= rest.len() && length % 4 == 0, "{length}");
+            assert!(
+                length >= 20 && length <= rest.len() && length % 4 == 0,
+                "{length}"
+            );
             out.push((
                 u16::from_ne_bytes(rest[4..6].try_into().unwrap()),
                 u16::from_ne_bytes(rest[6..8].try_into().unwrap()),
@@ -356,7 +359,7 @@ mod tests {
             let length = u16::from_ne_bytes(bytes[0..2].try_into().unwrap()) as usize;
             let kind = u16::from_ne_bytes(bytes[2..4].try_into().unwrap()) & !NLA_F_NESTED;
             out.push((kind, bytes[4..length].to_vec()));
-            bytes = &bytes[(length + 3) / 4 * 4..];
+            bytes = &bytes[length.div_ceil(4) * 4..];
         }
         out
     }

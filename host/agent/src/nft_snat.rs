@@ -26,10 +26,7 @@ pub enum NftError {
     #[error("reading nf_tables' answer: {0}")]
     Receive(std::io::Error),
     #[error("nf_tables refused {what}: {error}")]
-    Refused {
-        what: String,
-        error: std::io::Error,
-    },
+    Refused { what: String, error: std::io::Error },
     #[error("nf_tables did not acknowledge {0}")]
     NoAck(String),
 }
@@ -115,7 +112,9 @@ fn transact(batch: &Batch) -> Result<(), NftError> {
 fn answers(mut bytes: &[u8]) -> Vec<(u32, i32)> {
     let mut out = Vec::new();
     while bytes.len() >= 16 {
-        let word = |at: usize| u32::from_ne_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+        let word = |at: usize| {
+            u32::from_ne_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+        };
         let length = word(0) as usize;
         if length < 16 || length > bytes.len() {
             break;

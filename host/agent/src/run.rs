@@ -275,11 +275,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         })
         .await?;
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = cni
-        .handle()
-        .spawn(cni_server::serve(socket, allocator, metrics.clone(), async move {
+    let serving = cni.handle().spawn(cni_server::serve(
+        socket,
+        allocator,
+        metrics.clone(),
+        async move {
             let _ = serving_stopped.await;
-        }));
+        },
+    ));
     startup.done(AgentStep::CniSocket);
     tracing::info!(socket = %cli.socket.display(), "serving the CNI plugin");
 
@@ -340,7 +343,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 const OWNER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Writes the SNAT table for `rules`.
-fn apply_snat(rules: &snat::SnatRules, metrics: &AgentMetrics) -> Result<(), crate::nft_snat::NftError> {
+fn apply_snat(
+    rules: &snat::SnatRules,
+    metrics: &AgentMetrics,
+) -> Result<(), crate::nft_snat::NftError> {
     NftSnat.apply(rules)?;
     metrics.snat_ranges(rules.sources.len(), rules.kept.len());
     if rules.masquerades() {

@@ -74,7 +74,10 @@ pub fn vpc_ranges(node: &CiliumNode) -> (Vec<Ipv4Net>, Vec<String>) {
             }
         }
     }
-    (ranges.into_iter().collect(), malformed.into_iter().collect())
+    (
+        ranges.into_iter().collect(),
+        malformed.into_iter().collect(),
+    )
 }
 
 /// The rules for the VPC ranges `vpc` and the extra kept ranges `exclude`.
@@ -114,7 +117,11 @@ mod tests {
         let (ranges, malformed) = vpc_ranges(&node);
         assert_eq!(
             ranges,
-            [net("10.0.0.0/16"), net("10.240.0.0/16"), net("100.64.0.0/16")]
+            [
+                net("10.0.0.0/16"),
+                net("10.240.0.0/16"),
+                net("100.64.0.0/16")
+            ]
         );
         assert_eq!(malformed, ["ten/8"]);
         assert_eq!(vpc_ranges(&CiliumNode::default()), (vec![], vec![]));
@@ -124,15 +131,26 @@ mod tests {
     fn the_vpc_is_masqueraded_beyond_itself_and_the_excluded_ranges() {
         let rules = wanted(
             &[net("10.0.0.0/16")],
-            &[net("192.168.0.0/16"), net("10.0.0.0/16"), net("172.16.5.9/12")],
+            &[
+                net("192.168.0.0/16"),
+                net("10.0.0.0/16"),
+                net("172.16.5.9/12"),
+            ],
         );
         assert_eq!(rules.sources, [net("10.0.0.0/16")]);
         assert_eq!(
             rules.kept,
-            [net("10.0.0.0/16"), net("172.16.0.0/12"), net("192.168.0.0/16")]
+            [
+                net("10.0.0.0/16"),
+                net("172.16.0.0/12"),
+                net("192.168.0.0/16")
+            ]
         );
         assert!(rules.masquerades());
         let nothing_known = wanted(&[], &[net("192.168.0.0/16")]);
-        assert!(!nothing_known.masquerades(), "no VPC range: nothing to masquerade");
+        assert!(
+            !nothing_known.masquerades(),
+            "no VPC range: nothing to masquerade"
+        );
     }
 }

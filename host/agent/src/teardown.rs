@@ -60,7 +60,10 @@ impl Teardown {
         }
         let routes = self.routes.clone();
         let reconciled = cni
-            .run("removing the routes", async move { routes.reconcile(&[]).await })
+            .run(
+                "removing the routes",
+                async move { routes.reconcile(&[]).await },
+            )
             .await;
         report.push((
             "routes",
@@ -83,9 +86,7 @@ impl Teardown {
                 "bpf pins",
                 match std::fs::remove_dir_all(&pins) {
                     Ok(()) => Ok(pins.display().to_string()),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        Ok("nothing".to_string())
-                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok("nothing".to_string()),
                     Err(e) => Err(format!("{}: {e}", pins.display())),
                 },
             ));

@@ -392,7 +392,11 @@ fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str, d
         ("IPAM_CNI_BIN_DIR", agent_mounts["cni-bin"].as_str()),
         ("IPAM_CNI_TAKE_OVER", "false"),
     ] {
-        assert_eq!(env_value(agent, variable), Some(value), "{what}: {variable}");
+        assert_eq!(
+            env_value(agent, variable),
+            Some(value),
+            "{what}: {variable}"
+        );
     }
     assert_eq!(
         agent_mounts["cni-bin"], init_mounts["cni-bin"],
@@ -574,7 +578,11 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
     assert!(objects_of(&objects, "ipam-agent-cni").is_empty());
     let agent = get(pod, "containers.0");
     for variable in ["IPAM_CNI_CONFLIST", "IPAM_CNI_CONF_DIR", "IPAM_CNI_BIN_DIR"] {
-        assert_eq!(env_value(agent, variable), None, "no CNI install: {variable}");
+        assert_eq!(
+            env_value(agent, variable),
+            None,
+            "no CNI install: {variable}"
+        );
     }
     assert!(mounts(agent).keys().all(|m| !m.starts_with("cni")));
 

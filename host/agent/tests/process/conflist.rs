@@ -89,9 +89,10 @@ async fn until_state(setup: &AgentSetup, state: &str) {
     let series = format!("ipam_agent_cni_conflist{{state=\"{state}\"}}");
     until(&format!("the conflist {state}"), || {
         let page = setup.metrics(None);
-        match metric(&page, &series) {
-            Some(value) if value == 1.0 => Ok(()),
-            _ => Err(page),
+        if metric(&page, &series) == Some(1.0) {
+            Ok(())
+        } else {
+            Err(page)
         }
     })
     .await;
@@ -188,7 +189,10 @@ async fn another_network_is_kept_unless_the_agent_takes_over() {
 
     // A network whose file sorts first: no take-over, and the metric says so.
     std::fs::remove_file(cni.conf_dir().join("05-ipam.conflist")).expect("remove");
-    cni.put("00-other.conf", r#"{"cniVersion": "1.0.0", "name": "x", "type": "bridge"}"#);
+    cni.put(
+        "00-other.conf",
+        r#"{"cniVersion": "1.0.0", "name": "x", "type": "bridge"}"#,
+    );
     let mut agent = setup.start(None);
     setup.wait_ready(None, &mut agent);
     until_state(&setup, "not_first").await;

@@ -159,12 +159,13 @@ async fn without_a_metadata_service_the_instance_id_is_the_nodes_provider_id() {
     let health = setup.health.clone();
     // Three failed attempts (1 s, 2 s, then 4 s to wait), each shown in
     // /readyz, and one warning in the log, not one per attempt.
-    let body = until("/readyz after the third attempt", || {
-        match crate::support::http_get(&health, "/readyz") {
+    let body = until(
+        "/readyz after the third attempt",
+        || match crate::support::http_get(&health, "/readyz") {
             Some((503, body)) if body.contains("retrying in 4s") => Ok(body),
             other => Err(format!("{other:?}")),
-        }
-    })
+        },
+    )
     .await;
     assert!(
         body.contains("no instance id for Node n1")
@@ -178,7 +179,10 @@ async fn without_a_metadata_service_the_instance_id_is_the_nodes_provider_id() {
         .filter(|line| line.contains("WARN") && line.contains("reading the instance's facts"))
         .count();
     assert_eq!(warnings, 1, "one warning for the same error:\n{text}");
-    assert!(server.get(CILIUMNODES, NODE).is_none(), "nothing registered yet");
+    assert!(
+        server.get(CILIUMNODES, NODE).is_none(),
+        "nothing registered yet"
+    );
 
     server.put(
         NODES,
@@ -248,14 +252,17 @@ async fn when_the_metadata_service_fails_the_provider_id_stands_in_and_known_fac
     );
     let mut agent = setup.start(None);
     let health = setup.health.clone();
-    until("/readyz naming the other cloud", || {
-        match crate::support::http_get(&health, "/readyz") {
-            Some((503, body)) if body.contains("azure instance") && body.contains("--cloud=aws") => {
+    until(
+        "/readyz naming the other cloud",
+        || match crate::support::http_get(&health, "/readyz") {
+            Some((503, body))
+                if body.contains("azure instance") && body.contains("--cloud=aws") =>
+            {
                 Ok(())
             }
             other => Err(format!("{other:?}")),
-        }
-    })
+        },
+    )
     .await;
     kill(&mut agent);
 }

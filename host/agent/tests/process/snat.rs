@@ -38,14 +38,19 @@ fn agent_table(ns: &NetNs) -> (usize, Vec<Value>) {
         "{NFT} is missing: install Debian's nftables (cargo xtask test does)"
     );
     let output = ns
-        .run(|| std::process::Command::new(NFT).args(["-j", "list", "ruleset"]).output())
+        .run(|| {
+            std::process::Command::new(NFT)
+                .args(["-j", "list", "ruleset"])
+                .output()
+        })
         .expect("netns")
         .expect("nft runs");
     assert_ok(&output, "nft -j list ruleset");
     let listing: Value = serde_json::from_slice(&output.stdout).expect("nft's JSON");
     let items = listing["nftables"].as_array().cloned().unwrap_or_default();
     let ours = |item: &Value, kind: &str| {
-        item[kind]["family"] == "ip" && item[kind][if kind == "table" { "name" } else { "table" }] == "ipam-agent"
+        item[kind]["family"] == "ip"
+            && item[kind][if kind == "table" { "name" } else { "table" }] == "ipam-agent"
     };
     let tables = items.iter().filter(|i| ours(i, "table")).count();
     let rules = items
@@ -138,7 +143,11 @@ async fn pods_leave_the_vpc_as_the_node_and_keep_their_address_inside() {
         ],
     )
     .await;
-    assert_eq!(agent_table(&node.ns), (0, vec![]), "no table before the agent");
+    assert_eq!(
+        agent_table(&node.ns),
+        (0, vec![]),
+        "no table before the agent"
+    );
     let outside = network(&node, "out", NODE_OUTSIDE, OUTSIDE);
     let peer = network(&node, "peer", NODE_PEER, PEER);
     add_address(&node.ns, "out0", NODE_EXCLUDED);
@@ -151,12 +160,30 @@ async fn pods_leave_the_vpc_as_the_node_and_keep_their_address_inside() {
     let mut agent = node.setup.start(Some(&node.ns));
     node.setup.wait_ready(Some(&node.ns), &mut agent);
     let pod = NetNs::create_unique("ipam-pod").expect("a pod namespace");
-    let added = node.cni("ptp", "ADD", "pod-a", Some(&pod), &node.config("1.0.0", json!({})));
+    let added = node.cni(
+        "ptp",
+        "ADD",
+        "pod-a",
+        Some(&pod),
+        &node.config("1.0.0", json!({})),
+    );
     assert_ok(&added, "ADD");
 
-    assert_eq!(source_seen(&pod, &outside, OUTSIDE), NODE_OUTSIDE, "beyond the VPC: the node's address");
-    assert_eq!(source_seen(&pod, &peer, PEER), POD, "inside the VPC: the pod's own");
-    assert_eq!(source_seen(&pod, &outside, EXCLUDED), POD, "an excluded range: the pod's own");
+    assert_eq!(
+        source_seen(&pod, &outside, OUTSIDE),
+        NODE_OUTSIDE,
+        "beyond the VPC: the node's address"
+    );
+    assert_eq!(
+        source_seen(&pod, &peer, PEER),
+        POD,
+        "inside the VPC: the pod's own"
+    );
+    assert_eq!(
+        source_seen(&pod, &outside, EXCLUDED),
+        POD,
+        "an excluded range: the pod's own"
+    );
     let (tables, rules) = agent_table(&node.ns);
     assert_eq!((tables, rules.len()), (1, 3), "{rules:#?}");
     // As nft reads them back: two ranges kept, the VPC masqueraded.
@@ -175,8 +202,16 @@ async fn pods_leave_the_vpc_as_the_node_and_keep_their_address_inside() {
         }
     }
     let page = node.setup.metrics(Some(&node.ns));
-    assert_eq!(metric(&page, "ipam_agent_snat_ranges{kind=\"masqueraded\"}"), Some(1.0), "{page}");
-    assert_eq!(metric(&page, "ipam_agent_snat_ranges{kind=\"kept\"}"), Some(2.0), "{page}");
+    assert_eq!(
+        metric(&page, "ipam_agent_snat_ranges{kind=\"masqueraded\"}"),
+        Some(1.0),
+        "{page}"
+    );
+    assert_eq!(
+        metric(&page, "ipam_agent_snat_ranges{kind=\"kept\"}"),
+        Some(2.0),
+        "{page}"
+    );
 
     // Restarts, killed or stopped: still one table, the same three rules.
     for round in 0..3 {
@@ -190,7 +225,11 @@ async fn pods_leave_the_vpc_as_the_node_and_keep_their_address_inside() {
         let (again_tables, again) = agent_table(&node.ns);
         assert_eq!((again_tables, &again), (1, &rules), "after restart {round}");
     }
-    assert_eq!(source_seen(&pod, &outside, OUTSIDE), NODE_OUTSIDE, "after the restarts");
+    assert_eq!(
+        source_seen(&pod, &outside, OUTSIDE),
+        NODE_OUTSIDE,
+        "after the restarts"
+    );
 
     // The VPC gains a range (a secondary CIDR): the table follows.
     node.server.update(CILIUMNODES, NODE, |cilium_node| {
@@ -198,7 +237,11 @@ async fn pods_leave_the_vpc_as_the_node_and_keep_their_address_inside() {
     });
     until("the table with the VPC's secondary range", || {
         let (_, rules) = agent_table(&node.ns);
-        if rules.len() == 5 { Ok(()) } else { Err(format!("{rules:#?}")) }
+        if rules.len() == 5 {
+            Ok(())
+        } else {
+            Err(format!("{rules:#?}"))
+        }
     })
     .await;
 
@@ -213,6 +256,10 @@ async fn pods_leave_the_vpc_as_the_node_and_keep_their_address_inside() {
     agent = node.setup.start(Some(&node.ns));
     node.setup.wait_ready(Some(&node.ns), &mut agent);
     assert_eq!(agent_table(&node.ns), (0, vec![]), "the table removed");
-    assert_eq!(source_seen(&pod, &outside, OUTSIDE), POD, "no SNAT: the pod's own address");
+    assert_eq!(
+        source_seen(&pod, &outside, OUTSIDE),
+        POD,
+        "no SNAT: the pod's own address"
+    );
     kill(&mut agent);
 }

@@ -82,9 +82,15 @@ async fn a_restart_keeps_everything_and_an_uninstall_removes_it_all() {
     std::fs::write(cni_dir.join("bin/ipam-cni"), b"\x7fELF the plugin").expect("the plugin");
     let pins = bpffs.path().join(ipam_agent::datapath::PIN_FOLDER);
     let flags = [
-        format!("--datapath-object={}", crate::datapath::ebpf_object().display()),
+        format!(
+            "--datapath-object={}",
+            crate::datapath::ebpf_object().display()
+        ),
         format!("--bpffs={}", bpffs.path().display()),
-        format!("--cni-conflist={}", cni_dir.join("config/05-ipam.conflist").display()),
+        format!(
+            "--cni-conflist={}",
+            cni_dir.join("config/05-ipam.conflist").display()
+        ),
         format!("--cni-conf-dir={}", cni_dir.join("net.d").display()),
         format!("--cni-bin-dir={}", cni_dir.join("bin").display()),
         "--snat=true".to_string(),
@@ -111,7 +117,8 @@ async fn a_restart_keeps_everything_and_an_uninstall_removes_it_all() {
     node.setup.wait_ready(Some(&node.ns), &mut agent);
     let pod = NetNs::create_unique("ipam-pod").expect("a pod namespace");
     add_pod(&node, "pod-a", &pod);
-    let wanted = |f: &Footprint| f.conflist && f.plugin && f.routed == 1 && f.snat && !f.pins.is_empty();
+    let wanted =
+        |f: &Footprint| f.conflist && f.plugin && f.routed == 1 && f.snat && !f.pins.is_empty();
     crate::support::until("the conflist installed", || {
         if listing(&cni_dir.join("net.d")).is_empty() {
             Err("no conflist yet".to_string())
@@ -121,18 +128,35 @@ async fn a_restart_keeps_everything_and_an_uninstall_removes_it_all() {
     })
     .await;
     let before = footprint(&node, &cni_dir, &pins).await;
-    assert!(wanted(&before), "all in place: conflist {}, plugin {}, routed {}, snat {}, pins {:?}",
-        before.conflist, before.plugin, before.routed, before.snat, before.pins);
+    assert!(
+        wanted(&before),
+        "all in place: conflist {}, plugin {}, routed {}, snat {}, pins {:?}",
+        before.conflist,
+        before.plugin,
+        before.routed,
+        before.snat,
+        before.pins
+    );
 
     // A restart (the DaemonSet is there): SIGTERM keeps everything.
     assert!(terminate(&mut agent).success());
     let kept = footprint(&node, &cni_dir, &pins).await;
-    assert!(wanted(&kept), "kept: conflist {}, plugin {}, routed {}, snat {}, pins {:?}",
-        kept.conflist, kept.plugin, kept.routed, kept.snat, kept.pins);
+    assert!(
+        wanted(&kept),
+        "kept: conflist {}, plugin {}, routed {}, snat {}, pins {:?}",
+        kept.conflist,
+        kept.plugin,
+        kept.routed,
+        kept.snat,
+        kept.pins
+    );
     assert_eq!(kept.pins, before.pins);
     let mut agent = node.setup.start(Some(&node.ns));
     node.setup.wait_ready(Some(&node.ns), &mut agent);
-    assert!(wanted(&footprint(&node, &cni_dir, &pins).await), "the next agent carries on");
+    assert!(
+        wanted(&footprint(&node, &cni_dir, &pins).await),
+        "the next agent carries on"
+    );
 
     // Uninstalled: the DaemonSet goes first, then its pods get SIGTERM.
     node.server.delete(DAEMONSETS, "ipam-agent");

@@ -70,6 +70,32 @@ pub struct NodePlan {
 }
 
 impl NodePlan {
+    /// A node as read, with nothing planned yet: its pool as it is.
+    pub fn before(
+        name: &str,
+        instance_id: &str,
+        pending_pods: u32,
+        available: u32,
+        used: u32,
+    ) -> Self {
+        Self {
+            name: name.to_string(),
+            instance_id: instance_id.to_string(),
+            pending_pods,
+            available,
+            used,
+            available_after: available,
+            needed_after: 0,
+            steps: Vec::new(),
+            calls: Vec::new(),
+            pool_added: 0,
+            pool_removed: 0,
+            interfaces_rewritten: false,
+            marked: Vec::new(),
+            failed: None,
+        }
+    }
+
     /// Why the node cannot get what it needs, if it cannot.
     pub fn blocked(&self) -> Option<&str> {
         match self.steps.last() {
@@ -176,22 +202,13 @@ pub async fn plan_cluster(
             continue;
         };
         let pending = store.pending_pods(&name);
-        let mut plan = NodePlan {
-            name: name.clone(),
-            instance_id: before.spec.instance_id.clone(),
-            pending_pods: pending,
-            available: count(before.spec.ipam.pool.len()),
-            used: count(before.status.ipam.used.len()),
-            available_after: 0,
-            needed_after: 0,
-            steps: Vec::new(),
-            calls: Vec::new(),
-            pool_added: 0,
-            pool_removed: 0,
-            interfaces_rewritten: false,
-            marked: Vec::new(),
-            failed: None,
-        };
+        let mut plan = NodePlan::before(
+            &name,
+            &before.spec.instance_id,
+            pending,
+            count(before.spec.ipam.pool.len()),
+            count(before.status.ipam.used.len()),
+        );
         match maintainer.maintain(&name, pending).await {
             Ok(pass) => {
                 plan.steps = pass.steps;

@@ -314,20 +314,8 @@ mod tests {
 
     fn node(name: &str) -> NodePlan {
         NodePlan {
-            name: name.into(),
-            instance_id: format!("i-{name}"),
-            pending_pods: 0,
-            available: 4,
-            used: 2,
-            available_after: 4,
-            needed_after: 0,
             steps: vec![Step::Satisfied],
-            calls: Vec::new(),
-            pool_added: 0,
-            pool_removed: 0,
-            interfaces_rewritten: false,
-            marked: Vec::new(),
-            failed: None,
+            ..NodePlan::before(name, &format!("i-{name}"), 0, 4, 2)
         }
     }
 

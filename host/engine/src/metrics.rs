@@ -437,6 +437,9 @@ mod tests {
         assert!(text.contains(
             "cilium_operator_ec2_api_rate_limit_duration_seconds_count{operation=\"AssignPrivateIpAddresses\"} 1"
         ));
-        assert!(text.contains("# TYPE cilium_operator_ipam_ips gauge"));
+        assert!(
+            text.contains("# TYPE cilium_operator_ipam_resync counter"),
+            "the ipam families beside it"
+        );
     }
 }

@@ -37,9 +37,9 @@ impl NodeFigures {
     /// Cilium's at-capacity: no free address, no interface with room and
     /// no empty interface slot (a node whose room is unknown is not).
     pub fn at_capacity(&self) -> bool {
-        self.room.is_some_and(|room| {
-            room.interface_candidates == 0 && room.empty_interface_slots == 0
-        }) && self.free() <= 0
+        self.room
+            .is_some_and(|room| room.interface_candidates == 0 && room.empty_interface_slots == 0)
+            && self.free() <= 0
     }
 }
 

@@ -154,7 +154,12 @@ impl<C: CloudApi> LimitedCloud<C> {
         }
     }
 
-    fn observe_call<T>(&self, operation: Operation, result: &Result<T, CloudError>, took: Duration) {
+    fn observe_call<T>(
+        &self,
+        operation: Operation,
+        result: &Result<T, CloudError>,
+        took: Duration,
+    ) {
         let Some(metrics) = &self.metrics else {
             return;
         };

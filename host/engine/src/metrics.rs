@@ -395,11 +395,9 @@ mod tests {
                 subnet_id: "subnet-a".into(),
             })
             .inc();
-        metrics.deficit_resolver.ran(
-            Duration::from_millis(30),
-            Duration::from_millis(10),
-            3,
-        );
+        metrics
+            .deficit_resolver
+            .ran(Duration::from_millis(30), Duration::from_millis(10), 3);
         metrics.observe_api_call(Operation::AssignIps, "ok", Duration::from_millis(3));
         metrics.observe_api_call(Operation::AssignIps, "throttled", Duration::from_millis(1));
         let text = metrics.encode();

@@ -158,14 +158,16 @@ mod tests {
         );
         assert!(problems.unauthorized(now).is_some());
         problems.succeeded(Operation::GetVpcs);
-        assert_eq!(problems.current(now).len(), 2, "another operation's success");
+        assert_eq!(
+            problems.current(now).len(),
+            2,
+            "another operation's success"
+        );
         problems.succeeded(Operation::AssignIps);
         assert_eq!(problems.unauthorized(now), None, "granted again");
         assert_eq!(problems.current(now).len(), 1);
         assert!(
-            problems
-                .current(t0 + CloudProblems::WINDOW)
-                .is_empty(),
+            problems.current(t0 + CloudProblems::WINDOW).is_empty(),
             "not seen again for the window"
         );
     }

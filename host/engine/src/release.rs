@@ -214,7 +214,13 @@ async fn unassign(
     } = group;
     let started = Instant::now();
     let result = parts.cloud.unassign_ips(&interface, &addresses, &[]).await;
-    observe_release(parts, step_type::RELEASE_IP, &subnet, result.is_ok(), started);
+    observe_release(
+        parts,
+        step_type::RELEASE_IP,
+        &subnet,
+        result.is_ok(),
+        started,
+    );
     result?;
     parts
         .cache

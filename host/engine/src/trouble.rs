@@ -101,7 +101,10 @@ impl TroubleMemory {
 
     /// A pass over `node` succeeded, or the node is gone.
     pub fn clear(&self, node: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(node);
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(node);
     }
 }
 
@@ -193,6 +196,9 @@ mod tests {
             "no trouble"
         );
         memory.clear("n1");
-        assert!(memory.tell("n1", &denied).is_some(), "again after a success");
+        assert!(
+            memory.tell("n1", &denied).is_some(),
+            "again after a success"
+        );
     }
 }

@@ -279,7 +279,10 @@ mod tests {
             StatusCode::METHOD_NOT_ALLOWED
         );
         let text = endpoints.metrics_text();
-        assert!(text.contains("# TYPE things_total counter\nthings_total 1\n"), "{text}");
+        assert!(
+            text.contains("# TYPE things_total counter\nthings_total 1\n"),
+            "{text}"
+        );
         assert!(text.contains("process_resident_memory_bytes "), "{text}");
         assert!(text.contains("process_cpu_seconds_total "), "{text}");
         assert!(!text.contains("# EOF"), "0.0.4 has no EOF: {text}");
@@ -289,7 +292,9 @@ mod tests {
             "text/plain; version=0.0.4; charset=utf-8"
         );
         let bare = endpoints.clone().with_bare_counters(&["things"]);
-        assert!(bare.metrics_text().contains("# TYPE things counter\nthings 1\n"));
+        assert!(bare
+            .metrics_text()
+            .contains("# TYPE things counter\nthings 1\n"));
     }
 
     #[tokio::test]

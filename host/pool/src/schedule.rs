@@ -76,7 +76,10 @@ impl Schedule {
                 r.count = r.count.saturating_add(1);
                 r.first = r.first.min(at);
             })
-            .or_insert(Requests { count: 1, first: at });
+            .or_insert(Requests {
+                count: 1,
+                first: at,
+            });
         self.mark(name, deficit);
     }
 
@@ -305,7 +308,10 @@ mod tests {
         assert_eq!(s.start_next().as_deref(), Some("a"));
         assert_eq!(
             s.take_requests("a"),
-            Some(Requests { count: 2, first: t0 }),
+            Some(Requests {
+                count: 2,
+                first: t0
+            }),
             "two requests, waiting since the earlier"
         );
         assert_eq!(s.take_requests("a"), None, "taken once");
@@ -314,14 +320,26 @@ mod tests {
         s.request("a", 3, t2);
         s.done("a", 3);
         assert_eq!(s.start_next().as_deref(), Some("a"));
-        assert_eq!(s.take_requests("a"), Some(Requests { count: 1, first: t2 }));
+        assert_eq!(
+            s.take_requests("a"),
+            Some(Requests {
+                count: 1,
+                first: t2
+            })
+        );
         s.done("a", 0);
         // A timer coming due is a request made at its own instant.
         let t9 = t0 + Duration::from_secs(9);
         s.revisit("a", t9);
         s.due(t9 + Duration::from_secs(1));
         assert_eq!(s.start_next().as_deref(), Some("a"));
-        assert_eq!(s.take_requests("a"), Some(Requests { count: 1, first: t9 }));
+        assert_eq!(
+            s.take_requests("a"),
+            Some(Requests {
+                count: 1,
+                first: t9
+            })
+        );
         // A plain mark is no request.
         s.done("a", 0);
         s.mark("a", 9);

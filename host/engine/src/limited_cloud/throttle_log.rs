@@ -54,7 +54,12 @@ impl ThrottleLog {
     /// A call of `operation` was throttled at `now`, and `waited` is slept
     /// before it is retried (zero when it is not); the line to log, if one
     /// is due.
-    pub fn throttled(&mut self, operation: Operation, waited: Duration, now: Instant) -> Option<Summary> {
+    pub fn throttled(
+        &mut self,
+        operation: Operation,
+        waited: Duration,
+        now: Instant,
+    ) -> Option<Summary> {
         let pending = self.0.entry(operation).or_default();
         pending.count += 1;
         pending.waited += waited;
@@ -104,17 +109,27 @@ mod tests {
         let t0 = Instant::now();
         let op = Operation::AssignIps;
         let first = log.throttled(op, S, t0).expect("told at once");
-        assert_eq!(first.message(), "throttled once in the last 1 s, waited 1.0 s");
+        assert_eq!(
+            first.message(),
+            "throttled once in the last 1 s, waited 1.0 s"
+        );
         for n in 1..=11 {
-            assert_eq!(log.throttled(op, S / 2, t0 + S * n), None, "within the minute");
+            assert_eq!(
+                log.throttled(op, S / 2, t0 + S * n),
+                None,
+                "within the minute"
+            );
         }
         assert_eq!(
-            log.throttled(Operation::UnassignIps, S, t0 + S * 2).map(|s| s.count),
+            log.throttled(Operation::UnassignIps, S, t0 + S * 2)
+                .map(|s| s.count),
             Some(1),
             "each operation has its own minute"
         );
         assert_eq!(log.settled(op, t0 + S * 30), None, "not a minute yet");
-        let line = log.settled(op, t0 + S * 61).expect("a minute after the first line");
+        let line = log
+            .settled(op, t0 + S * 61)
+            .expect("a minute after the first line");
         assert_eq!(
             line,
             Summary {
@@ -124,7 +139,10 @@ mod tests {
                 over: S * 60,
             }
         );
-        assert_eq!(line.message(), "throttled 11 times in the last 60 s, waited 5.5 s");
+        assert_eq!(
+            line.message(),
+            "throttled 11 times in the last 60 s, waited 5.5 s"
+        );
         assert_eq!(log.settled(op, t0 + S * 200), None, "nothing since");
         assert!(
             log.throttled(op, Duration::ZERO, t0 + S * 201).is_some(),

@@ -160,7 +160,10 @@ mod tests {
             "get-detached-interfaces"
         );
         assert_eq!(labels[&Operation::GetVpcs], "get-vpcs", "not declared");
-        assert_eq!(operation_labels(None)[&Operation::UnassignIps], "unassign-ips");
+        assert_eq!(
+            operation_labels(None)[&Operation::UnassignIps],
+            "unassign-ips"
+        );
     }
 
     #[test]

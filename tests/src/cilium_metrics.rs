@@ -28,13 +28,29 @@ const fn family(
 
 /// Every `cilium_operator_ipam_*` family of Cilium's operator.
 pub const CILIUM_OPERATOR_IPAM: &[CiliumFamily] = &[
-    family("cilium_operator_ipam_available_ips", "gauge", &["target_node"]),
+    family(
+        "cilium_operator_ipam_available_ips",
+        "gauge",
+        &["target_node"],
+    ),
     family("cilium_operator_ipam_used_ips", "gauge", &["target_node"]),
     family("cilium_operator_ipam_needed_ips", "gauge", &["target_node"]),
     family("cilium_operator_ipam_ips", "gauge", &["type"]),
-    family("cilium_operator_ipam_ip_allocation_ops", "counter", &["subnet_id"]),
-    family("cilium_operator_ipam_ip_release_ops", "counter", &["subnet_id"]),
-    family("cilium_operator_ipam_interface_creation_ops", "counter", &["subnet_id"]),
+    family(
+        "cilium_operator_ipam_ip_allocation_ops",
+        "counter",
+        &["subnet_id"],
+    ),
+    family(
+        "cilium_operator_ipam_ip_release_ops",
+        "counter",
+        &["subnet_id"],
+    ),
+    family(
+        "cilium_operator_ipam_interface_creation_ops",
+        "counter",
+        &["subnet_id"],
+    ),
     family("cilium_operator_ipam_available_interfaces", "gauge", &[]),
     family("cilium_operator_ipam_interface_candidates", "gauge", &[]),
     family("cilium_operator_ipam_empty_interface_slots", "gauge", &[]),
@@ -55,18 +71,46 @@ pub const CILIUM_OPERATOR_IPAM: &[CiliumFamily] = &[
         "histogram",
         &["type", "status", "subnet_id"],
     ),
-    family("cilium_operator_ipam_deficit_resolver_queued_total", "counter", &[]),
+    family(
+        "cilium_operator_ipam_deficit_resolver_queued_total",
+        "counter",
+        &[],
+    ),
     family("cilium_operator_ipam_deficit_resolver_folds", "gauge", &[]),
-    family("cilium_operator_ipam_deficit_resolver_duration_seconds", "histogram", &[]),
-    family("cilium_operator_ipam_deficit_resolver_latency_seconds", "histogram", &[]),
+    family(
+        "cilium_operator_ipam_deficit_resolver_duration_seconds",
+        "histogram",
+        &[],
+    ),
+    family(
+        "cilium_operator_ipam_deficit_resolver_latency_seconds",
+        "histogram",
+        &[],
+    ),
     family("cilium_operator_ipam_k8s_sync_queued_total", "counter", &[]),
     family("cilium_operator_ipam_k8s_sync_folds", "gauge", &[]),
-    family("cilium_operator_ipam_k8s_sync_duration_seconds", "histogram", &[]),
-    family("cilium_operator_ipam_k8s_sync_latency_seconds", "histogram", &[]),
+    family(
+        "cilium_operator_ipam_k8s_sync_duration_seconds",
+        "histogram",
+        &[],
+    ),
+    family(
+        "cilium_operator_ipam_k8s_sync_latency_seconds",
+        "histogram",
+        &[],
+    ),
     family("cilium_operator_ipam_resync_queued_total", "counter", &[]),
     family("cilium_operator_ipam_resync_folds", "gauge", &[]),
-    family("cilium_operator_ipam_resync_duration_seconds", "histogram", &[]),
-    family("cilium_operator_ipam_resync_latency_seconds", "histogram", &[]),
+    family(
+        "cilium_operator_ipam_resync_duration_seconds",
+        "histogram",
+        &[],
+    ),
+    family(
+        "cilium_operator_ipam_resync_latency_seconds",
+        "histogram",
+        &[],
+    ),
 ];
 
 /// Cilium's EC2 API families (the operator in ENI mode on AWS).
@@ -130,7 +174,10 @@ pub fn exposed(page: &str) -> BTreeMap<String, Exposed> {
         let Some(family) = current.as_ref() else {
             continue;
         };
-        let kind = families.get(family).map(|f| f.kind.clone()).unwrap_or_default();
+        let kind = families
+            .get(family)
+            .map(|f| f.kind.clone())
+            .unwrap_or_default();
         let belongs = sample == family
             || (kind == "histogram"
                 && ["_bucket", "_sum", "_count"]
@@ -239,7 +286,11 @@ cilium_operator_ipam_ip_allocation_ops_total{subnet_id=\"s\"} 1
                 "histogram",
                 &["type", "status", "subnet_id"],
             ),
-            family("cilium_operator_ipam_ip_allocation_ops", "counter", &["subnet_id"]),
+            family(
+                "cilium_operator_ipam_ip_allocation_ops",
+                "counter",
+                &["subnet_id"],
+            ),
             family("cilium_operator_ipam_nodes", "gauge", &["category"]),
             family("cilium_operator_ipam_k8s_sync_folds", "gauge", &[]),
         ];

@@ -54,8 +54,7 @@ mod tests {
 
     use super::*;
     use ipam_engine::metrics::{
-        step_type, CategoryLabel, DurationLabel, NodeLabel, SubnetLabel, SubnetZoneLabel,
-        TypeLabel,
+        step_type, CategoryLabel, DurationLabel, NodeLabel, SubnetLabel, SubnetZoneLabel, TypeLabel,
     };
     use ipam_tests::cilium_metrics::{
         differences, CILIUM_OPERATOR_EC2, CILIUM_OPERATOR_IPAM, NOT_EXPORTED,

@@ -18,7 +18,11 @@ use crate::support::{free_port, http_get, terminate, write_kubeconfig};
 
 /// The operator on the mock as if on AWS (Cilium's EC2 families), with
 /// `extra` flags; its listen address.
-fn operator(dir: &std::path::Path, kubeconfig: &std::path::Path, extra: &[&str]) -> (Child, String) {
+fn operator(
+    dir: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    extra: &[&str],
+) -> (Child, String) {
     let listen = format!("127.0.0.1:{}", free_port());
     let child = Command::new(env!("CARGO_BIN_EXE_ipam-operator"))
         .args([
@@ -136,7 +140,10 @@ async fn the_metrics_page_has_every_family_of_ciliums_operator_as_prometheus_rea
     ] {
         assert!(page.contains(line), "{line} in\n{page}");
     }
-    assert!(!page.contains("# EOF") && !page.contains("_ops_total{"), "{page}");
+    assert!(
+        !page.contains("# EOF") && !page.contains("_ops_total{"),
+        "{page}"
+    );
     let status = terminate(&mut child).await;
     assert!(status.success(), "{status}");
 }

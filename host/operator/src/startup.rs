@@ -1,9 +1,15 @@
 //! The operator's start-up steps, in order, as `/readyz` names them while
 //! they are waited for, and the readiness that follows them: once every
-//! step is done (or off), ready as `ipam_k8s::operator` defines it.
+//! step is done (or off), ready as `ipam_k8s::operator` defines it, unless
+//! the cloud refuses the provider's credentials (an operator that cannot
+//! call its cloud does not do its job: `/readyz` answers 503 until a call
+//! of the refused operation succeeds). The other cloud trouble is listed
+//! in `/readyz`'s body without failing it (`crate::serve`).
 
 use std::future::Future;
+use std::sync::Arc;
 
+use ipam_engine::CloudProblems;
 use ipam_health_http::startup::{Startup, Step, StepState};
 use ipam_health_http::Readiness;
 use tokio::sync::watch;
@@ -52,17 +58,33 @@ impl Step for StartStep {
 const LEADING_NOT_READY: &str =
     "waiting: first resync and pass over every node (leading); failed: -";
 
-/// `/readyz`: the start-up steps still waited for or failed, then the
-/// operator's own readiness.
-pub fn readiness(startup: Startup<StartStep>, ready: watch::Receiver<bool>) -> Readiness {
-    std::sync::Arc::new(move || not_ready(startup.report().pending(), *ready.borrow()))
+/// What `/readyz` says while the cloud refuses the credentials (the
+/// problem itself is listed below it).
+const UNAUTHORIZED: &str = "not ready: the cloud refuses the provider's credentials";
+
+/// `/readyz`: the start-up steps still waited for or failed, then refused
+/// credentials, then the operator's own readiness.
+pub fn readiness(
+    startup: Startup<StartStep>,
+    ready: watch::Receiver<bool>,
+    problems: Arc<CloudProblems>,
+) -> Readiness {
+    Arc::new(move || {
+        let unauthorized = problems.unauthorized(tokio::time::Instant::now());
+        not_ready(
+            startup.report().pending(),
+            unauthorized.is_some(),
+            *ready.borrow(),
+        )
+    })
 }
 
-fn not_ready(pending: Option<String>, ready: bool) -> Option<String> {
-    match (pending, ready) {
-        (Some(pending), _) => Some(pending),
-        (None, true) => None,
-        (None, false) => Some(LEADING_NOT_READY.to_string()),
+fn not_ready(pending: Option<String>, unauthorized: bool, ready: bool) -> Option<String> {
+    match (pending, unauthorized, ready) {
+        (Some(pending), _, _) => Some(pending),
+        (None, true, _) => Some(UNAUTHORIZED.to_string()),
+        (None, false, true) => None,
+        (None, false, false) => Some(LEADING_NOT_READY.to_string()),
     }
 }
 
@@ -92,7 +114,7 @@ mod tests {
         let startup = Startup::<StartStep>::default();
         let pending = || startup.report().pending();
         assert_eq!(
-            not_ready(pending(), false).as_deref(),
+            not_ready(pending(), true, false).as_deref(),
             Some("waiting: provider module, credentials, etcd, kubernetes api, ciliumnode cache; failed: -")
         );
         startup.waiting(
@@ -102,7 +124,7 @@ mod tests {
         startup.done(StartStep::Credentials);
         startup.off(StartStep::Etcd);
         assert_eq!(
-            not_ready(pending(), true).as_deref(),
+            not_ready(pending(), false, true).as_deref(),
             Some("waiting: provider module (pulling oci://127.0.0.1:5000/p@sha256:ab), kubernetes api, ciliumnode cache; failed: -"),
             "the start-up decides before the operator's readiness"
         );
@@ -114,10 +136,15 @@ mod tests {
             startup.done(done);
         }
         assert_eq!(
-            not_ready(pending(), false).as_deref(),
+            not_ready(pending(), false, false).as_deref(),
             Some(LEADING_NOT_READY)
         );
-        assert_eq!(not_ready(pending(), true), None);
+        assert_eq!(not_ready(pending(), false, true), None);
+        assert_eq!(
+            not_ready(pending(), true, true).as_deref(),
+            Some(UNAUTHORIZED),
+            "refused credentials fail a ready operator"
+        );
     }
 
     #[tokio::test]

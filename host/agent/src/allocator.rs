@@ -551,6 +551,7 @@ mod tests {
         _dir: tempfile::TempDir,
         state: StateFile,
         routes: Arc<Recorded>,
+        metrics: Arc<AgentMetrics>,
         allocator: Allocator,
     }
 
@@ -562,17 +563,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = StateFile::in_dir(dir.path());
         let routes = Arc::new(Recorded::default());
+        let metrics = Arc::new(AgentMetrics::new());
         let allocator = Allocator::new(
             saved,
             node(ips),
             state.clone(),
             routes.clone(),
-            Arc::new(AgentMetrics::new()),
+            metrics.clone(),
         );
         Fixture {
             _dir: dir,
             state,
             routes,
+            metrics,
             allocator,
         }
     }
@@ -594,6 +597,37 @@ mod tests {
         let error = f.allocator.add(holder("c")).await.unwrap_err();
         assert_eq!(error.cni_code(), 11, "{error}");
         assert_eq!(f.state.load().unwrap().allocations.len(), 2);
+    }
+
+    /// The agent's size gauges as a scrape reads them.
+    fn sizes_scraped(metrics: &AgentMetrics) -> (String, String) {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, metrics.registry()).unwrap();
+        let value = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.rsplit(' ').next())
+                .unwrap_or_default()
+                .to_string()
+        };
+        (
+            value("ipam_agent_allocated_addresses "),
+            value("ipam_agent_pool_addresses "),
+        )
+    }
+
+    #[tokio::test]
+    async fn the_size_gauges_follow_adds_dels_and_the_node() {
+        let f = fixture(&["10.0.1.5", "10.0.1.6"], Allocations::new());
+        f.allocator.add(holder("a")).await.unwrap();
+        f.allocator.add(holder("b")).await.unwrap();
+        assert_eq!(sizes_scraped(&f.metrics), ("2".into(), "2".into()));
+        f.allocator.del("a", "eth0").await.unwrap();
+        assert_eq!(sizes_scraped(&f.metrics), ("1".into(), "2".into()));
+        f.allocator
+            .node_changed(node(&["10.0.1.5", "10.0.1.6", "10.0.1.7"]))
+            .await;
+        assert_eq!(sizes_scraped(&f.metrics), ("1".into(), "3".into()));
     }
 
     #[tokio::test]

@@ -175,7 +175,14 @@ mod tests {
         assert_eq!(placed.interface_id, "nic-1");
         assert_eq!(placed.mac, "00:0d:3a:00:00:01");
         assert_eq!(placed.interface_number, 1);
+        assert!(placed.is_secondary());
         assert_eq!(placed.gateway, Some(ip("10.1.0.1")));
+        let primary = placement(&node, None, ip("10.0.0.5")).unwrap();
+        assert_eq!(primary.interface_number, 0);
+        assert!(
+            !primary.is_secondary(),
+            "the primary interface's addresses need no policy routes"
+        );
     }
 
     #[test]

@@ -65,6 +65,13 @@ pub struct ProviderLabel {
     pub provider: String,
 }
 
+/// A Kubernetes field manager (or `cilium-operator` for Cilium's operator
+/// seen through its Lease).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ManagerLabel {
+    pub manager: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusalLabel {
     pub provider: String,
@@ -115,6 +122,9 @@ pub struct Metrics {
     pub api_answers_refused: Family<RefusalLabel, Counter>,
     pub provider_over_budget: Family<BudgetLabel, Counter>,
     pub provider_log_lines_dropped: Family<ProviderLabel, Counter>,
+    /// 1 while another writer of the operator's CiliumNode fields is seen
+    /// (and the engine does not write), 0 after.
+    pub other_writer: Family<ManagerLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -146,6 +156,7 @@ impl Metrics {
             api_answers_refused: Family::default(),
             provider_over_budget: Family::default(),
             provider_log_lines_dropped: Family::default(),
+            other_writer: Family::default(),
         };
         let r = &mut metrics.registry;
         r.register(
@@ -240,6 +251,13 @@ impl Metrics {
             "provider_log_lines_dropped",
             "Guest log lines dropped over a provider call's log budget, by provider",
             metrics.provider_log_lines_dropped.clone(),
+        );
+        r.register(
+            "other_writer",
+            "1 while another writer (a field manager, or Cilium's operator through its \
+             Lease) changes the CiliumNode fields this operator owns, so it does not write; \
+             0 after, by manager",
+            metrics.other_writer.clone(),
         );
         metrics
     }

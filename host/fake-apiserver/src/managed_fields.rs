@@ -104,10 +104,8 @@ impl FieldSet {
 
 fn collect(value: &Value, path: &mut Path, set: &mut BTreeSet<Path>) {
     let Some(map) = value.as_object() else { return };
-    if map.is_empty() || map.contains_key(".") {
-        if !path.is_empty() {
-            set.insert(path.clone());
-        }
+    if (map.is_empty() || map.contains_key(".")) && !path.is_empty() {
+        set.insert(path.clone());
     }
     for (key, child) in map {
         if key == "." {

@@ -1,11 +1,14 @@
 //! The operator's start-up steps, in order, as `/readyz` names them while
 //! they are waited for, and the readiness that follows them: once every
-//! step is done (or off), ready as `ipam_k8s::operator` defines it.
+//! step is done (or off), not ready while another writer of the operator's
+//! CiliumNode fields is seen (`ipam_k8s::other_writers`, the reason named),
+//! else ready as `ipam_k8s::operator` defines it.
 
 use std::future::Future;
 
 use ipam_health_http::startup::{Startup, Step, StepState};
 use ipam_health_http::Readiness;
+use ipam_k8s::other_writers::Pause;
 use tokio::sync::watch;
 
 use crate::error_text;
@@ -52,17 +55,25 @@ impl Step for StartStep {
 const LEADING_NOT_READY: &str =
     "waiting: first resync and pass over every node (leading); failed: -";
 
-/// `/readyz`: the start-up steps still waited for or failed, then the
-/// operator's own readiness.
-pub fn readiness(startup: Startup<StartStep>, ready: watch::Receiver<bool>) -> Readiness {
-    std::sync::Arc::new(move || not_ready(startup.report().pending(), *ready.borrow()))
+/// `/readyz`: the start-up steps still waited for or failed, then another
+/// writer seen, then the operator's own readiness.
+pub fn readiness(
+    startup: Startup<StartStep>,
+    ready: watch::Receiver<bool>,
+    pause: watch::Receiver<Option<Pause>>,
+) -> Readiness {
+    std::sync::Arc::new(move || {
+        let paused = pause.borrow().as_ref().map(Pause::reason);
+        not_ready(startup.report().pending(), paused, *ready.borrow())
+    })
 }
 
-fn not_ready(pending: Option<String>, ready: bool) -> Option<String> {
-    match (pending, ready) {
-        (Some(pending), _) => Some(pending),
-        (None, true) => None,
-        (None, false) => Some(LEADING_NOT_READY.to_string()),
+fn not_ready(pending: Option<String>, paused: Option<String>, ready: bool) -> Option<String> {
+    match (pending, paused, ready) {
+        (Some(pending), _, _) => Some(pending),
+        (None, Some(paused), _) => Some(paused),
+        (None, None, true) => None,
+        (None, None, false) => Some(LEADING_NOT_READY.to_string()),
     }
 }
 
@@ -92,7 +103,7 @@ mod tests {
         let startup = Startup::<StartStep>::default();
         let pending = || startup.report().pending();
         assert_eq!(
-            not_ready(pending(), false).as_deref(),
+            not_ready(pending(), None, false).as_deref(),
             Some("waiting: provider module, credentials, etcd, kubernetes api, ciliumnode cache; failed: -")
         );
         startup.waiting(
@@ -102,7 +113,7 @@ mod tests {
         startup.done(StartStep::Credentials);
         startup.off(StartStep::Etcd);
         assert_eq!(
-            not_ready(pending(), true).as_deref(),
+            not_ready(pending(), Some("paused: ...".into()), true).as_deref(),
             Some("waiting: provider module (pulling oci://127.0.0.1:5000/p@sha256:ab), kubernetes api, ciliumnode cache; failed: -"),
             "the start-up decides before the operator's readiness"
         );
@@ -114,10 +125,15 @@ mod tests {
             startup.done(done);
         }
         assert_eq!(
-            not_ready(pending(), false).as_deref(),
+            not_ready(pending(), None, false).as_deref(),
             Some(LEADING_NOT_READY)
         );
-        assert_eq!(not_ready(pending(), true), None);
+        assert_eq!(
+            not_ready(pending(), Some("paused: cilium-operator-aws".into()), true).as_deref(),
+            Some("paused: cilium-operator-aws"),
+            "another writer, before the operator's own readiness"
+        );
+        assert_eq!(not_ready(pending(), None, true), None);
     }
 
     #[tokio::test]

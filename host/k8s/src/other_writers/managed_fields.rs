@@ -179,7 +179,8 @@ pub struct WriterRules {
     /// Managers that write those fields without contesting them
     /// (cilium-agent sets them when it creates a node).
     pub ignored: BTreeSet<String>,
-    /// How long after its last change a manager still counts as writing.
+    /// How long after its last change a manager still counts as writing;
+    /// zero: never (only Cilium's operator's Lease is looked at).
     pub window: Duration,
 }
 
@@ -199,6 +200,10 @@ impl WriterRules {
     /// as within), one per manager (its entries for the object and the
     /// status merged), sorted by manager.
     pub fn recent(&self, entries: &[ContestedEntry], now: Timestamp) -> Vec<RecentWriter> {
+        // No window: the managedFields are not looked at.
+        if self.window.is_zero() {
+            return Vec::new();
+        }
         let window_ms = i64::try_from(self.window.as_millis()).unwrap_or(i64::MAX);
         let mut writers: Vec<RecentWriter> = Vec::new();
         for entry in entries {
@@ -366,6 +371,15 @@ mod tests {
         }
         let newest = rules.recent(&contested, at("2025-03-01T10:09:30Z"));
         assert_eq!(newest[0].time, at("2025-03-01T10:08:31Z"), "the latest");
+        let off = WriterRules {
+            window: Duration::ZERO,
+            ..rules.clone()
+        };
+        assert!(
+            off.recent(&contested, at("2025-03-01T10:00:00Z"))
+                .is_empty(),
+            "no window: not even a time ahead of now counts"
+        );
     }
 
     #[test]

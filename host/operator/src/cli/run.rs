@@ -18,6 +18,7 @@ use ipam_health_http::startup::Startup;
 use ipam_k8s::endpoint_gc::{EndpointGc, EndpointGcSettings};
 use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
+use ipam_k8s::other_writers::{writing, OtherWriterWatch};
 use ipam_provider_runtime::host_budget::OverBudget;
 use ipam_provider_runtime::{BudgetSink, CallLimits};
 use tokio::sync::watch;
@@ -25,6 +26,7 @@ use tokio::sync::watch;
 use super::ipam_mode::{ipam_mode, IpamModeArg};
 use super::kvstore_args::KvstoreArgs;
 use super::kvstore_duties;
+use super::other_writer_args::OtherWriterArgs;
 use super::provider::trust_roots;
 use super::registry_args::RegistryArgs;
 use super::start::{start, Started};
@@ -248,6 +250,8 @@ pub struct RunArgs {
     pub register_crd: bool,
     #[command(flatten)]
     pub kvstore: KvstoreArgs,
+    #[command(flatten)]
+    pub other_writers: OtherWriterArgs,
     /// Seconds between rounds of the CiliumEndpoint GC (Cilium's
     /// --cilium-endpoint-gc-interval); 0 turns it off.
     #[arg(
@@ -316,6 +320,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let duty_metrics = Arc::new(DutyMetrics::new());
     let startup = Startup::<StartStep>::default();
     let (ready_tx, ready) = watch::channel(false);
+    let (pause_tx, pause) = watch::channel(None);
     let (stop_tx, stop) = watch::channel(false);
     let until_stop = |mut stop: watch::Receiver<bool>| async move {
         let _ = stop.wait_for(|s| *s).await;
@@ -327,7 +332,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let server = tokio::spawn(serve(
         listener,
         endpoints(
-            readiness(startup.clone(), ready),
+            readiness(startup.clone(), ready, pause.clone()),
             metrics.clone(),
             &duty_metrics,
             &startup,
@@ -356,6 +361,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     };
+    // Another writer of the nodes' fields is looked for before the engine
+    // may write.
+    let cilium_namespace = match args.kvstore.cilium_pod_namespace.as_str() {
+        "" => args.lease_namespace.as_str(),
+        named => named,
+    };
+    let mut other_writers = OtherWriterWatch::new(
+        client.clone(),
+        store.clone(),
+        args.other_writers
+            .settings(store.field_manager(), cilium_namespace),
+        metrics.clone(),
+    );
+    other_writers.first_check(&pause_tx).await;
     let operator = Operator {
         store,
         cloud,
@@ -415,9 +434,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             None => until_stop(stop.clone()).await,
         }
     };
+    tokio::spawn(other_writers.run(leader.clone(), pause_tx, until_stop(stop.clone())));
     tokio::join!(
         campaign,
-        operator.lead(leader, &ready_tx, until_stop(stop.clone()))
+        operator.lead(writing(leader, pause), &ready_tx, until_stop(stop.clone()))
     );
     duties.join().await;
     if let Some(store) = &kvstore {

@@ -176,6 +176,8 @@ fn kind_of(resource: &str) -> (String, &'static str) {
         "ciliumendpoints" => "CiliumEndpoint",
         "ciliumnodes" => "CiliumNode",
         "leases" => "Lease",
+        "configmaps" => "ConfigMap",
+        "deployments" => "Deployment",
         "events" => "Event",
         "customresourcedefinitions" => "CustomResourceDefinition",
         "namespaces" => "Namespace",

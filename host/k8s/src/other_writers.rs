@@ -8,7 +8,9 @@
 //! Another writer is seen two ways:
 //! - [`managed_fields`]: a field manager (neither this operator's nor an
 //!   ignored one, `cilium-agent` by default) whose managedFields entry of a
-//!   node holds a contested field and changed within the window;
+//!   node holds a contested field and changed within the window (and,
+//!   once seen, until that window has passed even if its entry goes:
+//!   [`seen`]);
 //! - [`cilium_operator`]: Cilium's operator Lease held and its IPAM mode
 //!   `eni` or `azure` (read by [`cilium_probe`]).
 //!
@@ -22,6 +24,7 @@ pub mod cilium_operator;
 pub mod cilium_probe;
 pub mod managed_fields;
 pub mod pause;
+pub mod seen;
 pub mod watch;
 
 pub use pause::Pause;

@@ -1,7 +1,7 @@
 //! The loop that watches for other writers: each node's managedFields as
 //! the store reads them (at once on every change of a node, and all of
-//! them on every poll, when the window may have passed), and Cilium's
-//! operator on every poll. It publishes the pause, sets the metric, logs
+//! them on every poll, when the window may have passed), each manager seen
+//! kept for its window ([`Seen`]), and Cilium's operator on every poll. It publishes the pause, sets the metric, logs
 //! a pause's start and end at warn and, on the leader, announces each node
 //! an Event once per manager and episode.
 
@@ -20,6 +20,7 @@ use super::cilium_operator::{judge, CiliumOperator, Quiet};
 use super::cilium_probe::CiliumProbe;
 use super::managed_fields::{RecentWriter, WriterRules};
 use super::pause::{Episodes, OtherWriter, Pause};
+use super::seen::Seen;
 use crate::store::KubeNodeStore;
 
 /// The Event reason on a node another manager writes.
@@ -43,6 +44,8 @@ pub struct OtherWriterWatch {
     probe: CiliumProbe,
     settings: OtherWriterSettings,
     metrics: Arc<Metrics>,
+    /// The other managers seen, each for its window.
+    memory: Seen,
     /// Node -> the other managers seen on it now.
     seen: BTreeMap<String, Vec<RecentWriter>>,
     /// Cilium's operator, while it allocates.
@@ -67,6 +70,7 @@ impl OtherWriterWatch {
             store,
             settings,
             metrics,
+            memory: Seen::default(),
             seen: BTreeMap::new(),
             cilium: None,
             quiet: None,
@@ -117,6 +121,7 @@ impl OtherWriterWatch {
                 event = events.recv() => match event {
                     Ok(NodeEvent::Upserted(node)) => self.look_at(&node.name),
                     Ok(NodeEvent::Deleted(name)) => {
+                        self.memory.forget(&name);
                         self.seen.remove(&name);
                         self.episodes.forget(&name);
                     }
@@ -137,27 +142,20 @@ impl OtherWriterWatch {
 
     fn look_at(&mut self, node: &str) {
         let now = Timestamp::now();
-        let writers = self
-            .settings
-            .rules
-            .recent(&self.store.contested_entries(node), now);
-        match writers.is_empty() {
-            true => self.seen.remove(node),
-            false => self.seen.insert(node.to_string(), writers),
-        };
+        let rules = &self.settings.rules;
+        let writers = rules.recent(&self.store.contested_entries(node), now);
+        self.memory.note(node, writers);
+        self.seen = self.memory.current(rules.window, now);
     }
 
     /// Every node again: a window may have passed without a change.
     fn sweep(&mut self) {
         let now = Timestamp::now();
         let rules = &self.settings.rules;
-        self.seen = self
-            .store
-            .all_contested_entries()
-            .into_iter()
-            .map(|(node, entries)| (node, rules.recent(&entries, now)))
-            .filter(|(_, writers)| !writers.is_empty())
-            .collect();
+        for (node, entries) in self.store.all_contested_entries() {
+            self.memory.note(&node, rules.recent(&entries, now));
+        }
+        self.seen = self.memory.current(rules.window, now);
     }
 
     async fn poll_cilium(&mut self) {

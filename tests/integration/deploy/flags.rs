@@ -108,6 +108,12 @@ const OPERATOR: &[(&str, Reach)] = &[
     ("--max-concurrent-nodes", v("pools.maxConcurrentNodes", "1010", "1010")),
     ("--gc-interval-seconds", v("interfaceGC.intervalSeconds", "1011", "1011")),
     ("--gc-grace-seconds", v("interfaceGC.graceSeconds", "1012", "1012")),
+    ("--other-writer-window-seconds", v("otherWriters.windowSeconds", "1025", "1025")),
+    (
+        "--other-writer-ignore-managers",
+        v("otherWriters.ignoreManagers", "[cilium-agent, kubectl-edit]", "cilium-agent,kubectl-edit"),
+    ),
+    ("--other-writer-poll-seconds", v("otherWriters.pollSeconds", "1026", "1026")),
     ("--leader-elect", v("leaderElection.enabled", "false", "false")),
     ("--lease-name", v("leaderElection.leaseName", "other-lease", "other-lease")),
     (

@@ -48,7 +48,11 @@ impl Seen {
 
     /// Drop what is older than `window` at `now`; what is left, by node
     /// (nodes with none left out), managers sorted.
-    pub fn current(&mut self, window: Duration, now: Timestamp) -> BTreeMap<String, Vec<RecentWriter>> {
+    pub fn current(
+        &mut self,
+        window: Duration,
+        now: Timestamp,
+    ) -> BTreeMap<String, Vec<RecentWriter>> {
         let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
         for writers in self.nodes.values_mut() {
             writers.retain(|_, w| now.as_millisecond() - w.time.as_millisecond() <= window_ms);
@@ -84,7 +88,11 @@ mod tests {
         let mut seen = Seen::default();
         seen.note(
             "n1",
-            vec![writer("cilium-operator-aws", ContestedField::Pool, "2025-03-01T10:00:00Z")],
+            vec![writer(
+                "cilium-operator-aws",
+                ContestedField::Pool,
+                "2025-03-01T10:00:00Z",
+            )],
         );
         // Its entry gone (this operator's racing write took its fields):
         // nothing new to note, still seen.
@@ -93,7 +101,11 @@ mod tests {
         assert_eq!(now["n1"][0].manager, "cilium-operator-aws");
         seen.note(
             "n1",
-            vec![writer("cilium-operator-aws", ContestedField::Eni, "2025-03-01T10:01:30Z")],
+            vec![writer(
+                "cilium-operator-aws",
+                ContestedField::Eni,
+                "2025-03-01T10:01:30Z",
+            )],
         );
         let now = seen.current(window, at("2025-03-01T10:03:00Z"));
         assert_eq!(
@@ -103,12 +115,17 @@ mod tests {
         );
         assert_eq!(now["n1"][0].time, at("2025-03-01T10:01:30Z"), "the latest");
         assert!(
-            seen.current(window, at("2025-03-01T10:03:30.001Z")).is_empty(),
+            seen.current(window, at("2025-03-01T10:03:30.001Z"))
+                .is_empty(),
             "the window after its last change has passed"
         );
         seen.note(
             "n2",
-            vec![writer("kubectl", ContestedField::Pool, "2025-03-01T10:05:00Z")],
+            vec![writer(
+                "kubectl",
+                ContestedField::Pool,
+                "2025-03-01T10:05:00Z",
+            )],
         );
         seen.forget("n2");
         assert!(seen.current(window, at("2025-03-01T10:05:00Z")).is_empty());

@@ -8,7 +8,7 @@
 //! managedFields entries of other managers that hold a contested field
 //! ([`crate::other_writers`]) are kept beside it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::Client;
 use tokio::sync::{broadcast, watch};
 
+use crate::other_writers::cilium_operator::skipped_by_cilium;
 use crate::other_writers::managed_fields::{contested_entries, ContestedEntry};
 use ipam_ciliumnode::kube::{api_resource, from_object, GROUP, KIND, VERSION};
 use ipam_ciliumnode::patch::merge_patches;
@@ -53,6 +54,8 @@ pub struct KubeNodeStore {
     /// Node -> the managedFields entries of other managers holding a
     /// contested field (nodes with none are absent).
     writers: Mutex<BTreeMap<String, Vec<ContestedEntry>>>,
+    /// Nodes annotated for Cilium's IPAM to leave alone.
+    skipped_by_cilium: Mutex<BTreeSet<String>>,
     pending: Mutex<Pods>,
     events: broadcast::Sender<NodeEvent>,
     synced: watch::Sender<bool>,
@@ -85,6 +88,7 @@ impl KubeNodeStore {
             pods: Api::all(client),
             nodes: Mutex::new(BTreeMap::new()),
             writers: Mutex::new(BTreeMap::new()),
+            skipped_by_cilium: Mutex::new(BTreeSet::new()),
             pending: Mutex::new(Pods::default()),
             events,
             synced: watch::Sender::new(false),
@@ -133,11 +137,35 @@ impl KubeNodeStore {
             .clone()
     }
 
-    /// Keep the other managers' contested entries of a node as read.
+    /// How many nodes Cilium's IPAM would allocate for (those not
+    /// annotated for it to leave alone), and one of them.
+    pub fn nodes_cilium_allocates_for(&self) -> (usize, Option<String>) {
+        let skipped = self
+            .skipped_by_cilium
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut allocated = nodes.keys().filter(|name| !skipped.contains(*name));
+        let first = allocated.next().cloned();
+        (first.iter().count() + allocated.count(), first)
+    }
+
+    /// Keep what the other-writer watch needs of a node as read: the other
+    /// managers' contested entries, and whether Cilium's IPAM skips it.
     fn note_writers(&self, object: &DynamicObject) {
         let Some(name) = object.metadata.name.clone() else {
             return;
         };
+        {
+            let mut skipped = self
+                .skipped_by_cilium
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match skipped_by_cilium(object.metadata.annotations.as_ref()) {
+                true => skipped.insert(name.clone()),
+                false => skipped.remove(&name),
+            };
+        }
         let listed = object
             .metadata
             .managed_fields
@@ -201,6 +229,10 @@ impl KubeNodeStore {
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
                             .remove(&name);
+                        self.skipped_by_cilium
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&name);
                         self.publish(NodeEvent::Deleted(name));
                     }
                 }
@@ -226,6 +258,10 @@ impl KubeNodeStore {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .retain(|name, _| listed.contains_key(name));
+                    self.skipped_by_cilium
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .retain(|name| listed.contains_key(name));
                     for name in gone {
                         self.publish(NodeEvent::Deleted(name));
                     }

@@ -4,12 +4,25 @@
 //! (`cilium-operator`) passes on the command line, else the `ipam` key of
 //! the `cilium-config` ConfigMap (Cilium's default, `cluster-pool`, when
 //! the key is absent). An object that is absent (or that this operator may
-//! not read) means Cilium's operator is not running.
+//! not read) means Cilium's operator is not running. Cilium's IPAM skips a
+//! CiliumNode annotated `ipam.cilium.io/ignore: "true"`, so it writes none
+//! of that node's fields.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::jiff::Timestamp;
+
+/// The annotation of a CiliumNode Cilium's IPAM leaves alone.
+pub const IGNORE_ANNOTATION: &str = "ipam.cilium.io/ignore";
+
+/// Whether Cilium's IPAM skips a node with these annotations (the value
+/// `true`, in any case, as Cilium compares it).
+pub fn skipped_by_cilium(annotations: Option<&BTreeMap<String, String>>) -> bool {
+    annotations
+        .and_then(|a| a.get(IGNORE_ANNOTATION))
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
 
 /// The Lease Cilium's operator elects its leader with.
 pub const LEASE: &str = "cilium-operator-resource-lock";
@@ -315,6 +328,18 @@ mod tests {
             .to_string(),
             "IPAM mode kubernetes (its --ipam)"
         );
+    }
+
+    #[test]
+    fn a_node_annotated_ignore_true_is_skipped_by_ciliums_ipam() {
+        let annotated =
+            |value: &str| BTreeMap::from([(IGNORE_ANNOTATION.to_string(), value.to_string())]);
+        assert!(skipped_by_cilium(Some(&annotated("true"))));
+        assert!(skipped_by_cilium(Some(&annotated("True"))));
+        assert!(!skipped_by_cilium(Some(&annotated("false"))));
+        assert!(!skipped_by_cilium(Some(&annotated(""))));
+        assert!(!skipped_by_cilium(Some(&BTreeMap::new())));
+        assert!(!skipped_by_cilium(None));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+use super::cilium_operator::IGNORE_ANNOTATION;
 use super::managed_fields::{ContestedField, RecentWriter};
 
 /// The metric's `manager` label for Cilium's operator seen through its
@@ -25,12 +26,16 @@ pub enum OtherWriter {
         fields: Vec<ContestedField>,
         time: Timestamp,
     },
-    /// Cilium's operator, its leader holding its Lease, allocating.
+    /// Cilium's operator, its leader holding its Lease, allocating for
+    /// some nodes (those not annotated for it to leave alone).
     CiliumOperator {
         /// namespace/name of its Lease.
         lease: String,
         holder: String,
         mode: String,
+        /// How many nodes it allocates for, and one of them.
+        nodes: usize,
+        node: String,
     },
 }
 
@@ -60,8 +65,12 @@ impl OtherWriter {
                 lease,
                 holder,
                 mode,
+                nodes,
+                node,
             } => format!(
-                "Cilium's operator allocates in IPAM mode {mode} (Lease {lease} held by {holder})"
+                "Cilium's operator allocates in IPAM mode {mode} (Lease {lease} held by \
+                 {holder}) for {nodes} CiliumNode(s) not annotated {IGNORE_ANNOTATION}: \
+                 \"true\" ({node} among them)"
             ),
         }
     }
@@ -217,6 +226,8 @@ mod tests {
                 lease: "kube-system/cilium-operator-resource-lock".into(),
                 holder: "ip-10-0-1-17-tqg5xlmnbc".into(),
                 mode: "eni".into(),
+                nodes: 2,
+                node: "n1".into(),
             },
         ];
         assert_eq!(Pause::of(Vec::new(), Duration::from_secs(120)), None);
@@ -226,7 +237,9 @@ mod tests {
             "paused: another writer of the CiliumNode fields this operator owns: \
              cilium-operator-aws changed spec.ipam.pool and status.eni of CiliumNode n1 at \
              2025-03-01T10:08:31Z; Cilium's operator allocates in IPAM mode eni (Lease \
-             kube-system/cilium-operator-resource-lock held by ip-10-0-1-17-tqg5xlmnbc); \
+             kube-system/cilium-operator-resource-lock held by ip-10-0-1-17-tqg5xlmnbc) \
+             for 2 CiliumNode(s) not annotated ipam.cilium.io/ignore: \"true\" (n1 among \
+             them); \
              writing resumes 120 s after a manager's last change, and once Cilium's \
              operator's Lease expires or its IPAM is off"
         );

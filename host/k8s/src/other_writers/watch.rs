@@ -26,7 +26,7 @@ use crate::store::KubeNodeStore;
 /// The Event reason on a node another manager writes.
 pub const REASON: &str = "OtherWriter";
 
-/// How long the first read of Cilium's operator may hold the start.
+/// How long the first read of Cilium's operator may hold the engine.
 pub const FIRST_READ_LIMIT: Duration = Duration::from_secs(10);
 
 /// How other writers are looked for.
@@ -48,14 +48,15 @@ pub struct OtherWriterWatch {
     memory: Seen,
     /// Node -> the other managers seen on it now.
     seen: BTreeMap<String, Vec<RecentWriter>>,
-    /// Cilium's operator, while it allocates.
-    cilium: Option<OtherWriter>,
+    /// Cilium's operator while it allocates: its Lease, holder and mode.
+    cilium: Option<(String, String, String)>,
     /// How Cilium's operator was last judged quiet, so a change is logged
     /// once.
     quiet: Option<Quiet>,
     episodes: Episodes,
     /// The managers the metric holds at 1.
     on_metric: BTreeSet<String>,
+    checked: watch::Sender<bool>,
 }
 
 impl OtherWriterWatch {
@@ -76,26 +77,14 @@ impl OtherWriterWatch {
             quiet: None,
             episodes: Episodes::default(),
             on_metric: BTreeSet::new(),
+            checked: watch::Sender::new(false),
         }
     }
 
-    /// The first look, before the engine may write: Cilium's operator read
-    /// (given up after [`FIRST_READ_LIMIT`], with a warning: the polls go
-    /// on) and the nodes the store has read so far.
-    pub async fn first_check(&mut self, pause: &watch::Sender<Option<Pause>>) {
-        if tokio::time::timeout(FIRST_READ_LIMIT, self.poll_cilium())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                namespace = %self.settings.cilium_namespace,
-                "Cilium's operator's objects not read within {} s; looking again every {} s",
-                FIRST_READ_LIMIT.as_secs(),
-                self.settings.poll_interval.as_secs()
-            );
-        }
-        self.sweep();
-        self.publish(pause);
+    /// True once the first look is over (the node cache synced, Cilium's
+    /// operator read): the engine may not write before.
+    pub fn checked(&self) -> watch::Receiver<bool> {
+        self.checked.subscribe()
     }
 
     /// Watch until `shutdown`; `pause` follows the writers seen, and
@@ -108,6 +97,28 @@ impl OtherWriterWatch {
     ) {
         tokio::pin!(shutdown);
         let mut events = self.store.subscribe();
+        // The first look: every node the cache lists, and Cilium's operator
+        // (given up after FIRST_READ_LIMIT, with a warning: the polls go
+        // on).
+        let mut synced = self.store.synced();
+        tokio::select! {
+            () = &mut shutdown => return,
+            _ = synced.wait_for(|s| *s) => {}
+        }
+        if tokio::time::timeout(FIRST_READ_LIMIT, self.poll_cilium())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                namespace = %self.settings.cilium_namespace,
+                "Cilium's operator's objects not read within {} s; looking again every {} s",
+                FIRST_READ_LIMIT.as_secs(),
+                self.settings.poll_interval.as_secs()
+            );
+        }
+        self.sweep();
+        self.publish(&pause);
+        self.checked.send_replace(true);
         let period = self.settings.poll_interval.max(Duration::from_millis(100));
         let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -171,11 +182,7 @@ impl OtherWriterWatch {
         match judge(&view, now) {
             CiliumOperator::Allocating { holder, mode } => {
                 self.quiet = None;
-                self.cilium = Some(OtherWriter::CiliumOperator {
-                    lease: self.probe.lease(),
-                    holder,
-                    mode,
-                });
+                self.cilium = Some((self.probe.lease(), holder, mode));
             }
             CiliumOperator::Quiet(why) => {
                 if self.quiet.as_ref() != Some(&why) {
@@ -223,12 +230,24 @@ impl OtherWriterWatch {
         }
     }
 
+    /// Cilium's operator as a writer, if it allocates for any node.
+    fn cilium_writer(&self) -> Option<OtherWriter> {
+        let (lease, holder, mode) = self.cilium.clone()?;
+        let (nodes, node) = self.store.nodes_cilium_allocates_for();
+        Some(OtherWriter::CiliumOperator {
+            lease,
+            holder,
+            mode,
+            nodes,
+            node: node?,
+        })
+    }
+
     /// The pause, the metric and the log, from the writers seen now.
     fn publish(&mut self, pause: &watch::Sender<Option<Pause>>) {
         let writers: Vec<OtherWriter> = self
-            .cilium
-            .iter()
-            .cloned()
+            .cilium_writer()
+            .into_iter()
             .chain(self.seen.iter().flat_map(|(node, writers)| {
                 writers.iter().map(|w| OtherWriter::Manager {
                     manager: w.manager.clone(),
@@ -272,23 +291,28 @@ fn label(manager: &str) -> ManagerLabel {
     }
 }
 
-/// True while this replica may write: it leads and no other writer is
-/// seen. Ends (its sender dropped) when either input's sender is.
+/// True while this replica may write: it leads, the first look for
+/// another writer is over ([`OtherWriterWatch::checked`]) and no other
+/// writer is seen. Ends (its sender dropped) when an input's sender is.
 pub fn writing(
     mut leader: watch::Receiver<bool>,
     mut pause: watch::Receiver<Option<Pause>>,
+    mut checked: watch::Receiver<bool>,
 ) -> watch::Receiver<bool> {
-    let may = |leader: &watch::Receiver<bool>, pause: &watch::Receiver<Option<Pause>>| {
-        *leader.borrow() && pause.borrow().is_none()
+    let may = |leader: &watch::Receiver<bool>,
+               pause: &watch::Receiver<Option<Pause>>,
+               checked: &watch::Receiver<bool>| {
+        *leader.borrow() && *checked.borrow() && pause.borrow().is_none()
     };
-    let (sender, receiver) = watch::channel(may(&leader, &pause));
+    let (sender, receiver) = watch::channel(may(&leader, &pause, &checked));
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 changed = leader.changed() => if changed.is_err() { return },
                 changed = pause.changed() => if changed.is_err() { return },
+                changed = checked.changed() => if changed.is_err() { return },
             }
-            let now = may(&leader, &pause);
+            let now = may(&leader, &pause, &checked);
             sender.send_if_modified(|before| std::mem::replace(before, now) != now);
         }
     });
@@ -300,17 +324,23 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn writing_needs_the_lease_and_no_other_writer() {
+    async fn writing_needs_the_lease_the_first_look_and_no_other_writer() {
         let (leader_tx, leader) = watch::channel(false);
         let (pause_tx, pause) = watch::channel(None);
-        let mut writing = writing(leader, pause);
+        let (checked_tx, checked) = watch::channel(false);
+        let mut writing = writing(leader, pause, checked);
         assert!(!*writing.borrow());
         leader_tx.send_replace(true);
+        tokio::task::yield_now().await;
+        assert!(!*writing.borrow(), "not before the first look");
+        checked_tx.send_replace(true);
         writing.wait_for(|w| *w).await.expect("writing");
         let other = OtherWriter::CiliumOperator {
             lease: "kube-system/cilium-operator-resource-lock".into(),
             holder: "h".into(),
             mode: "eni".into(),
+            nodes: 1,
+            node: "n1".into(),
         };
         pause_tx.send_replace(Pause::of(vec![other], Duration::from_secs(120)));
         writing.wait_for(|w| !*w).await.expect("paused");

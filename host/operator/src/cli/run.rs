@@ -362,19 +362,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     // Another writer of the nodes' fields is looked for before the engine
-    // may write.
+    // may write (`writing` waits for its first look).
     let cilium_namespace = match args.kvstore.cilium_pod_namespace.as_str() {
         "" => args.lease_namespace.as_str(),
         named => named,
     };
-    let mut other_writers = OtherWriterWatch::new(
+    let other_writers = OtherWriterWatch::new(
         client.clone(),
         store.clone(),
         args.other_writers
             .settings(store.field_manager(), cilium_namespace),
         metrics.clone(),
     );
-    other_writers.first_check(&pause_tx).await;
+    let checked = other_writers.checked();
     let operator = Operator {
         store,
         cloud,
@@ -437,7 +437,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     tokio::spawn(other_writers.run(leader.clone(), pause_tx, until_stop(stop.clone())));
     tokio::join!(
         campaign,
-        operator.lead(writing(leader, pause), &ready_tx, until_stop(stop.clone()))
+        operator.lead(
+            writing(leader, pause, checked),
+            &ready_tx,
+            until_stop(stop.clone())
+        )
     );
     duties.join().await;
     if let Some(store) = &kvstore {

@@ -12,7 +12,10 @@
 //!
 //! Cilium's operator allocating: its Lease held and cilium-config's `ipam:
 //! eni`: the operator never writes while the Lease is renewed, says so in
-//! `/readyz` and the gauge, and fills the node once the Lease expires.
+//! `/readyz` and the gauge; it fills the node once the node is annotated
+//! `ipam.cilium.io/ignore: "true"` (Cilium's IPAM leaves it alone), stops
+//! again when the annotation goes, and fills it to its new watermark once
+//! the Lease expires.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -142,8 +145,8 @@ fn ours_to_a_node(entry: &Logged) -> bool {
 }
 
 /// A request as client-go sends it: its User-Agent, no fieldManager. The
-/// status code answered.
-fn client_go_request(api: SocketAddr, method: &str, path: &str, body: &Value) -> u16 {
+/// status code and the body answered.
+fn client_go_request(api: SocketAddr, method: &str, path: &str, body: &Value) -> (u16, Value) {
     let body = body.to_string();
     let mut stream = TcpStream::connect(api).expect("the fake API server");
     stream
@@ -158,23 +161,28 @@ fn client_go_request(api: SocketAddr, method: &str, path: &str, body: &Value) ->
     .expect("the request sent");
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
-    answer
+    let code = answer
         .split_whitespace()
         .nth(1)
         .and_then(|code| code.parse().ok())
-        .unwrap_or(0)
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .and_then(|(_, body)| serde_json::from_str(body).ok())
+        .unwrap_or(Value::Null);
+    (code, body)
 }
 
 /// Cilium's operator's Update of n1's pool: one address added on its own
 /// interface, the object as read sent back (409 on a stale one: read
-/// again).
-fn cilium_adds_to_the_pool(server: &FakeApiServer, api: SocketAddr, interface: &str) {
+/// again). The object as the API server stored it.
+fn cilium_adds_to_the_pool(server: &FakeApiServer, api: SocketAddr, interface: &str) -> Value {
     for _ in 0..20 {
         let mut object = server.get(CILIUMNODES, "n1").expect("n1");
         object["spec"]["ipam"]["pool"]["10.250.0.9"] = json!({"resource": interface});
-        let code = client_go_request(api, "PUT", &format!("{CILIUMNODES}/n1"), &object);
+        let (code, stored) = client_go_request(api, "PUT", &format!("{CILIUMNODES}/n1"), &object);
         if code == 200 {
-            return;
+            return stored;
         }
         assert_eq!(code, 409, "Cilium's update answered {code}");
     }
@@ -200,8 +208,10 @@ async fn a_second_manager_writing_the_pool_pauses_the_operator_until_its_window_
 
     let foreign = "eni-cilium-0001";
     let written = Instant::now();
-    cilium_adds_to_the_pool(&server, api, foreign);
-    let recorded = server.get(CILIUMNODES, "n1").unwrap()["metadata"]["managedFields"].clone();
+    let stored = cilium_adds_to_the_pool(&server, api, foreign);
+    // As stored by that write: a write of the operator's racing the pause
+    // may take the field (and with it the entry) a moment later.
+    let recorded = stored["metadata"]["managedFields"].clone();
     assert!(
         recorded.as_array().into_iter().flatten().any(|e| {
             e["manager"] == "cilium-operator-aws"
@@ -352,7 +362,8 @@ fn cilium_operator_in_eni_mode(server: &FakeApiServer, renewing: Arc<AtomicBool>
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cilium_operators_lease_held_in_eni_mode_keeps_the_operator_from_writing() {
+async fn cilium_operators_lease_held_in_eni_mode_keeps_the_operator_from_writing_but_for_nodes_it_ignores(
+) {
     let server = FakeApiServer::default();
     let api = server.serve_http().await;
     server.put(CILIUMNODES, node(PRE_ALLOCATE));
@@ -399,6 +410,57 @@ async fn cilium_operators_lease_held_in_eni_mode_keeps_the_operator_from_writing
     );
     assert_eq!(pool_of_ours(&server, "-"), 0);
 
+    // Cilium's IPAM told to leave n1 alone: nothing to fight over.
+    let annotate = |value: Value| {
+        server.patch(
+            CILIUMNODES,
+            "n1",
+            &json!({"metadata": {"annotations": {"ipam.cilium.io/ignore": value}}}),
+        );
+    };
+    annotate(json!("true"));
+    operator
+        .until(
+            "n1 filled once annotated for Cilium to ignore",
+            Duration::from_secs(30),
+            |op| {
+                pool_of_ours(&server, "-") == PRE_ALLOCATE
+                    && op.readyz().is_some_and(|(code, _)| code == 200)
+            },
+        )
+        .await;
+    let metrics = operator.metrics();
+    assert!(
+        metrics.contains("cilium_operator_ipam_other_writer{manager=\"cilium-operator\"} 0"),
+        "{metrics}"
+    );
+
+    // The annotation gone, and more wanted: paused again.
+    annotate(Value::Null);
+    operator
+        .until(
+            "/readyz naming Cilium's operator again",
+            Duration::from_secs(10),
+            |op| {
+                op.readyz()
+                    .is_some_and(|(code, body)| code == 503 && body.contains("Cilium's operator"))
+            },
+        )
+        .await;
+    let paused_at = server.log().len();
+    server.patch(
+        CILIUMNODES,
+        "n1",
+        &json!({"spec": {"ipam": {"pre-allocate": PRE_ALLOCATE + 4}}}),
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let written: Vec<Logged> = server.log()[paused_at..]
+        .iter()
+        .filter(|e| ours_to_a_node(e))
+        .cloned()
+        .collect();
+    assert!(written.is_empty(), "written while paused: {written:#?}");
+
     // Cilium's operator stops: its Lease expires.
     renewing.store(false, Ordering::SeqCst);
     operator
@@ -406,7 +468,7 @@ async fn cilium_operators_lease_held_in_eni_mode_keeps_the_operator_from_writing
             "n1 filled once the Lease expired",
             Duration::from_secs(30),
             |op| {
-                pool_of_ours(&server, "-") == PRE_ALLOCATE
+                pool_of_ours(&server, "-") == PRE_ALLOCATE + 4
                     && op.readyz().is_some_and(|(code, _)| code == 200)
             },
         )

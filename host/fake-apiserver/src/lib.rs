@@ -19,7 +19,7 @@
 //! cache); 500 on every write to a collection while told to
 //! fail them (an API server that cannot persist, as a renewal failing past
 //! the renew deadline needs), or on the writes of its status subresource
-//! alone; reads of one object held until several have
+//! alone; 403 on every request to a collection while told to forbid it; reads of one object held until several have
 //! arrived, so concurrent readers see the same resourceVersion (two
 //! candidates racing for a Lease). Requests are logged with the status
 //! answered, so tests can check who wrote what and who was refused. Label
@@ -220,6 +220,8 @@ struct State {
     failing_writes: BTreeSet<Scope>,
     /// scopes whose status subresource writes are answered 500
     failing_status_writes: BTreeSet<Scope>,
+    /// scopes every request to is answered 403 (RBAC says no)
+    forbidden: BTreeSet<Scope>,
     held_reads: Option<HeldReads>,
     /// scope -> watches to refuse with 410 Gone
     gone_on_watch: BTreeMap<Scope, u32>,
@@ -460,6 +462,13 @@ impl FakeApiServer {
         self.with(|s| toggle(&mut s.failing_status_writes, scope, failing));
     }
 
+    /// While `forbidden`, every request (read or write) to `collection` is
+    /// answered 403 Forbidden, as to a client whose RBAC lacks the verb.
+    pub fn forbid(&self, collection: &str, forbidden: bool) {
+        let scope = parse(collection).scope;
+        self.with(|s| toggle(&mut s.forbidden, scope, forbidden));
+    }
+
     /// Hold the next `count` reads of one object: each gets the object as it
     /// was when it asked (or 404), but only once the last of them has asked,
     /// so `count` concurrent readers all decide on the same resourceVersion.
@@ -587,6 +596,12 @@ fn route(
             .iter()
             .any(|failing| failing.covers(&scope.resource, &namespace))
     };
+    if failing(&state.forbidden) {
+        return respond(
+            403,
+            &status(403, "Forbidden", &format!("{method} {path} is forbidden")),
+        );
+    }
     if *method != Method::GET
         && (failing(&state.failing_writes) || (is_status && failing(&state.failing_status_writes)))
     {

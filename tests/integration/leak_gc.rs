@@ -13,7 +13,7 @@ use ipam_engine::InstanceCache;
 use ipam_engine::LeakCollector;
 use ipam_engine::MemoryNodeStore;
 use ipam_engine::Step;
-use ipam_pool::tags::CLUSTER_TAG;
+use ipam_pool::tags::{Ownership, CLUSTER_TAG};
 
 fn cluster(name: &str) -> Vec<Tag> {
     vec![Tag {
@@ -61,7 +61,7 @@ async fn leaked_interfaces_are_deleted_on_the_second_round_only_if_ours_and_old(
     );
 
     // Too young for a one-hour grace period.
-    let patient = LeakCollector::new("test", 3600);
+    let patient = LeakCollector::new(Ownership::own_only("test"), 3600);
     assert_eq!(
         patient
             .round(cloud.as_ref(), unix_now(), &Default::default())
@@ -72,7 +72,7 @@ async fn leaked_interfaces_are_deleted_on_the_second_round_only_if_ours_and_old(
         0
     );
 
-    let collector = LeakCollector::new("test", 60);
+    let collector = LeakCollector::new(Ownership::own_only("test"), 60);
     let later = unix_now() + 120;
     let first = collector
         .round(cloud.as_ref(), later, &Default::default())

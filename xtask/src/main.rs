@@ -19,6 +19,7 @@ mod component_cache;
 mod components;
 mod ebpf;
 mod images;
+mod promtool;
 mod provider_artifacts;
 mod setup;
 mod static_link;
@@ -257,6 +258,7 @@ fn test(ebpf_object: &Path) -> Result<(), String> {
     setup::ensure_debian_packages(setup::AGENT_TEST_PACKAGES)?;
     setup::ensure_debian_packages(setup::REGISTRY_TEST_PACKAGES)?;
     let helm = setup::ensure_helm(&build_cache())?;
+    setup::ensure_promtool()?;
     let plugin = static_plugin(cni_plugin::Profile::Dev)?;
     run(host_cargo().args(["fmt", "--all", "--check"]))?;
     run(Command::new("cargo")
@@ -272,6 +274,7 @@ fn test(ebpf_object: &Path) -> Result<(), String> {
     ]))?;
     components::clippy()?;
     ebpf::lint()?;
+    promtool::check(&repo_root())?;
     let mut tally = tests::Tally::default();
     let guests = tests::run(&mut components::unit_tests_command(), &mut tally)
         .and_then(|()| tests::run(&mut ebpf::unit_tests_command(), &mut tally));

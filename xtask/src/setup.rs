@@ -176,9 +176,11 @@ pub const HOST_BUILD_PACKAGES: &[&str] = &["protobuf-compiler", "libprotobuf-dev
 pub const ETCD_PACKAGES: &[&str] = &["etcd-server"];
 
 /// What the node agent's tests run: the reference ptp plugin
-/// (`/usr/lib/cni/ptp`, chained with `ipam-cni` in network namespaces) and
-/// `ip` (the namespace tests check `ip -netns` sees what they make).
-pub const AGENT_TEST_PACKAGES: &[&str] = &["containernetworking-plugins", "iproute2"];
+/// (`/usr/lib/cni/ptp`, chained with `ipam-cni` in network namespaces),
+/// `ip` (the namespace tests check `ip -netns` sees what they make) and
+/// `nft` (the SNAT and uninstall tests read back the table the agent writes
+/// over netlink).
+pub const AGENT_TEST_PACKAGES: &[&str] = &["containernetworking-plugins", "iproute2", "nftables"];
 
 /// What the registry tests run: the CNCF distribution registry
 /// (`/usr/bin/docker-registry`, started by each test on 127.0.0.1 with TLS
@@ -193,6 +195,26 @@ pub fn ensure_kubectl() -> Result<(), String> {
         return Ok(());
     }
     ensure_debian_packages(&["kubectl"])
+}
+
+/// `promtool` (Debian's `prometheus` package) for checking the chart's
+/// alerting rules and running their unit tests: installed when none is on
+/// the PATH; still missing after the install is an error saying so.
+pub fn ensure_promtool() -> Result<(), String> {
+    let runs = || succeeds(Command::new("promtool").arg("--version"));
+    if runs() {
+        return Ok(());
+    }
+    ensure_debian_packages(&["prometheus"])?;
+    if runs() {
+        Ok(())
+    } else {
+        Err(
+            "`promtool --version` fails after installing Debian's prometheus package: \
+             the alerting rules cannot be checked"
+                .to_string(),
+        )
+    }
 }
 
 /// What the AWS provider's tests run moto_server with.

@@ -105,6 +105,8 @@ pub struct Allocator {
     metrics: Arc<AgentMetrics>,
     /// Wakes the status publisher.
     changed: Arc<Notify>,
+    /// The VPC's ranges as the node names them, for the SNAT rules.
+    vpc_ranges: tokio::sync::watch::Sender<Vec<ipnet::Ipv4Net>>,
     /// A pause after the state file is written and before the answer, so
     /// crash tests can kill the agent in that window.
     pause_after_save: Option<Duration>,
@@ -128,7 +130,9 @@ impl Allocator {
         routes: Arc<dyn RouteTable>,
         metrics: Arc<AgentMetrics>,
     ) -> Self {
+        let vpc_ranges = tokio::sync::watch::Sender::new(crate::snat::vpc_ranges(&node).0);
         Self {
+            vpc_ranges,
             inner: Mutex::new(Inner {
                 pool: PoolIndex::new(&node),
                 node,
@@ -156,6 +160,12 @@ impl Allocator {
 
     pub fn changed(&self) -> Arc<Notify> {
         self.changed.clone()
+    }
+
+    /// The VPC's ranges as the node names them now, told again whenever a
+    /// node change changes them.
+    pub fn vpc_ranges(&self) -> tokio::sync::watch::Receiver<Vec<ipnet::Ipv4Net>> {
+        self.vpc_ranges.subscribe()
     }
 
     fn sizes(&self, inner: &Inner) {
@@ -412,6 +422,20 @@ impl Allocator {
     /// only for the swap.
     pub async fn node_changed(&self, node: CiliumNode) {
         let pool = PoolIndex::new(&node);
+        let (ranges, malformed) = crate::snat::vpc_ranges(&node);
+        if !malformed.is_empty() {
+            tracing::warn!(
+                ?malformed,
+                "VPC ranges in the CiliumNode that are not IPv4 CIDRs: left out of SNAT"
+            );
+        }
+        self.vpc_ranges.send_if_modified(|current| {
+            let changed = *current != ranges;
+            if changed {
+                *current = ranges;
+            }
+            changed
+        });
         let replaced = {
             let mut inner = self.inner.lock().await;
             inner.pool = pool;

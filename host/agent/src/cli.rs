@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use ipam_logging::{LogFormat, LogLevel};
+use ipnet::Ipv4Net;
 
 use crate::install_cni::InstallCniArgs;
 use crate::register::{InterfaceSelection, Watermarks};
@@ -17,7 +18,9 @@ pub enum CloudArg {
     Aws,
     /// Azure: facts from the Azure instance metadata service, spec.azure.
     Azure,
-    /// Facts from the flags only.
+    /// No metadata service: the instance id from --instance-id, else
+    /// from the Node's spec.providerID; other facts from the flags and the
+    /// Node.
     None,
 }
 
@@ -69,7 +72,7 @@ pub struct Cli {
     )]
     pub imds_endpoint: String,
     /// The instance's id (spec.instance-id), instead of the metadata
-    /// service's.
+    /// service's or the Node's spec.providerID (which are used without it).
     #[arg(long, env = "IPAM_INSTANCE_ID")]
     pub instance_id: Option<String>,
     /// The instance type (spec.eni.instance-type), instead of the metadata
@@ -156,6 +159,54 @@ pub struct Cli {
     /// At most one status patch per this many milliseconds.
     #[arg(long, env = "IPAM_AGENT_STATUS_INTERVAL_MS", default_value_t = 250)]
     pub status_interval_ms: u64,
+    /// The network configuration list the agent installs into
+    /// --cni-conf-dir once its socket serves (from the agent's ConfigMap;
+    /// named NAME.conflist); unset: the agent installs none.
+    #[arg(long, env = "IPAM_CNI_CONFLIST", value_name = "FILE")]
+    pub cni_conflist: Option<PathBuf>,
+    /// The node's CNI configuration directory (the runtime uses the first
+    /// configuration file there in byte order of the names).
+    #[arg(
+        long,
+        env = "IPAM_CNI_CONF_DIR",
+        value_name = "DIR",
+        default_value = "/etc/cni/net.d"
+    )]
+    pub cni_conf_dir: PathBuf,
+    /// Install the conflist even where another network's configuration is
+    /// in --cni-conf-dir (its name must then sort before theirs); off: the
+    /// agent leaves another network in place and installs nothing.
+    #[arg(long, env = "IPAM_CNI_TAKE_OVER", default_value_t = false, action = clap::ArgAction::Set)]
+    pub cni_take_over: bool,
+    /// The node's CNI plugin directory, where the init container installs
+    /// ipam-cni: the agent removes the plugin from it when it is
+    /// uninstalled. Unset: the plugin is left alone.
+    #[arg(long, env = "IPAM_CNI_BIN_DIR", value_name = "DIR")]
+    pub cni_bin_dir: Option<PathBuf>,
+    /// Masquerade pod traffic to destinations outside the VPC (VNet) and
+    /// --snat-exclude-cidrs, as the node's address. Unset: on with
+    /// --cloud=aws or azure, off with none.
+    #[arg(long, env = "IPAM_AGENT_SNAT", action = clap::ArgAction::Set)]
+    pub snat: Option<bool>,
+    /// Destinations (comma-separated IPv4 CIDRs) that keep the pod's
+    /// address besides the VPC's own ranges: peered VPCs, on-premises
+    /// networks, and on Azure the VNet's address space.
+    #[arg(
+        long,
+        env = "IPAM_AGENT_SNAT_EXCLUDE_CIDRS",
+        value_delimiter = ',',
+        value_name = "CIDRS"
+    )]
+    pub snat_exclude_cidrs: Vec<Ipv4Net>,
+    /// The agent's pod name (the downward API's metadata.name): at SIGTERM
+    /// its owner DaemonSet tells a restart, which keeps everything, from an
+    /// uninstall, which removes what the agent put on the node. Unset:
+    /// always a restart.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// The agent's pod namespace (the downward API's metadata.namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
     /// A kubeconfig file; otherwise the in-cluster configuration.
     #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -203,6 +254,11 @@ impl Cli {
         }
     }
 
+    /// Whether pod traffic leaving the VPC is masqueraded.
+    pub fn snat_enabled(&self) -> bool {
+        self.snat.unwrap_or(self.cloud != CloudArg::None)
+    }
+
     pub fn watermarks(&self) -> Watermarks {
         Watermarks {
             pre_allocate: self.pre_allocate,
@@ -233,17 +289,60 @@ mod tests {
         assert_eq!(cli.bpffs, PathBuf::from("/sys/fs/bpf"));
         assert_eq!(cli.state_dir, PathBuf::from("/run/ipam-agent/state"));
         assert_eq!(cli.log_level.to_string(), DEFAULT_LOG_LEVEL);
+        assert!(!cli.snat_enabled(), "off without a cloud");
+        assert!(!cli.cni_take_over);
+        assert_eq!(cli.cni_conflist, None, "no conflist unless named");
+        let aws = |extra: &[&str]| {
+            let mut args = vec!["ipam-agent", "--node-name=n1", "--cloud=aws"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args).unwrap()
+        };
+        assert!(aws(&[]).snat_enabled(), "on with a cloud");
+        assert!(!aws(&["--snat=false"]).snat_enabled());
+        assert_eq!(
+            aws(&["--snat-exclude-cidrs=192.168.0.0/16,172.16.0.0/12"]).snat_exclude_cidrs,
+            [
+                "192.168.0.0/16".parse::<Ipv4Net>().unwrap(),
+                "172.16.0.0/12".parse().unwrap()
+            ]
+        );
         for bad in [
             "--eni-subnet-tags=novalue",
             "--cloud=gcp",
             "--log-level=verbose",
             "--log-format=yaml",
+            "--snat-exclude-cidrs=10.0.0.0/33",
+            "--snat=maybe",
+            "--cni-take-over=yes",
         ] {
             assert!(
                 Cli::try_parse_from(["ipam-agent", "--node-name=n1", bad]).is_err(),
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn the_agent_and_install_cni_read_no_variable_in_common() {
+        // A variable both read would make clap take `install-cni` in a
+        // container that sets it for the agent's flags as the agent itself,
+        // and refuse it for want of --node-name.
+        use clap::CommandFactory;
+        let envs = |command: clap::Command| -> std::collections::BTreeSet<String> {
+            command
+                .get_arguments()
+                .filter_map(|arg| arg.get_env())
+                .map(|env| env.to_string_lossy().into_owned())
+                .collect()
+        };
+        let agent = envs(Cli::command());
+        use clap::Args;
+        let install = envs(crate::install_cni::InstallCniArgs::augment_args(
+            clap::Command::new("install-cni"),
+        ));
+        assert!(install.len() >= 4, "{install:?}");
+        let shared: Vec<&String> = agent.intersection(&install).collect();
+        assert!(shared.is_empty(), "read by both: {shared:?}");
     }
 
     #[test]

@@ -84,6 +84,22 @@ pub fn check(bytes: &[u8]) -> Result<Conflist, ConflistError> {
     })
 }
 
+/// Whether a configuration file of the node's directory is this agent's:
+/// a conflist one of whose plugins, or a single-plugin `.conf` whose
+/// plugin, takes its addresses from `ipam-cni`. Anything else (another
+/// network's, or not JSON at all) is not.
+pub fn is_agents(bytes: &[u8]) -> bool {
+    let Ok(document) = serde_json::from_slice::<Value>(bytes) else {
+        return false;
+    };
+    let names_ipam_cni =
+        |plugin: &Value| plugin.pointer("/ipam/type").and_then(Value::as_str) == Some(IPAM_TYPE);
+    match document.get("plugins").and_then(Value::as_array) {
+        Some(plugins) => plugins.iter().any(names_ipam_cni),
+        None => names_ipam_cni(&document),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +163,28 @@ mod tests {
             refused(|d| d["plugins"][0]["ipam"]["type"] = Value::from("host-local")),
             ConflistError::NoIpamCni
         ));
+    }
+
+    #[test]
+    fn the_agents_files_are_told_from_other_networks() {
+        let single = r#"{"cniVersion": "1.0.0", "name": "ipam", "type": "ptp",
+                         "ipam": {"type": "ipam-cni"}}"#;
+        let aws = r#"{"cniVersion": "0.4.0", "name": "aws-cni", "plugins": [
+                        {"type": "aws-cni", "name": "aws-cni"},
+                        {"type": "egress-cni", "ipam": {"type": "host-local"}}]}"#;
+        for (bytes, agents) in [
+            (GOOD, true),
+            (single, true),
+            (aws, false),
+            (
+                r#"{"type": "bridge", "ipam": {"type": "host-local"}}"#,
+                false,
+            ),
+            ("not json", false),
+            ("[]", false),
+        ] {
+            assert_eq!(is_agents(bytes.as_bytes()), agents, "{bytes}");
+        }
     }
 
     #[test]

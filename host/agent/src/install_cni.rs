@@ -1,6 +1,11 @@
-//! `ipam-agent install-cni`: puts the `ipam-cni` plugin and the network
-//! configuration list into the node's CNI directories, as the DaemonSet's
-//! init container runs it (the image has no shell, so no `cp` and `mv`).
+//! `ipam-agent install-cni`: puts the `ipam-cni` plugin into the node's CNI
+//! plugin directory, as the DaemonSet's init container runs it (the image
+//! has no shell, so no `cp` and `mv`). With `--conflist` it also writes the
+//! network configuration list into the configuration directory, at once and
+//! whatever else is there: for a node image or a bootstrap step that runs
+//! before any runtime reads the directory. The DaemonSet does not use that
+//! mode: the agent itself installs the conflist once it serves
+//! (`cni_conf_dir`), and only where no other network is configured.
 //!
 //! Each file is written beside its target under `.NAME.new` (dot-prefixed
 //! and ending in `.new`: no runtime loads it), fsynced, given its mode and
@@ -37,10 +42,12 @@ pub struct InstallCniArgs {
         default_value = "/usr/local/bin/ipam-cni"
     )]
     pub plugin: PathBuf,
-    /// The network configuration list to install (from the agent's
-    /// ConfigMap), under its own file name, which must end in `.conflist`.
+    /// A network configuration list to install too, at once and whatever
+    /// else the configuration directory holds, under its own file name,
+    /// which must end in `.conflist`. Unset: the plugin alone (the agent
+    /// installs the conflist once it serves).
     #[arg(long, env = "IPAM_AGENT_CNI_CONFLIST", value_name = "FILE")]
-    pub conflist: PathBuf,
+    pub conflist: Option<PathBuf>,
     /// The node's CNI plugin directory (created when missing).
     #[arg(
         long,
@@ -108,37 +115,89 @@ const PLUGIN_NAME: &str = IPAM_TYPE;
 const PLUGIN_MODE: u32 = 0o755;
 const CONFLIST_MODE: u32 = 0o644;
 
-/// Reads and checks both files, then installs the plugin and the conflist;
-/// what it installed, in that order, and the conflist's summary.
-pub fn install(args: &InstallCniArgs) -> Result<(Vec<Installed>, Conflist), InstallCniError> {
+/// A conflist read from its file and checked: its file name, its bytes and
+/// what it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflistFile {
+    pub name: String,
+    pub bytes: Vec<u8>,
+    pub summary: Conflist,
+}
+
+/// Reads the conflist at `path` and checks it: a `NAME.conflist` file name
+/// and a conflist the agent serves (`cni_conflist::check`).
+pub fn read_conflist(path: &Path) -> Result<ConflistFile, InstallCniError> {
+    let name = path
+        .file_name()
+        .filter(|name| Path::new(name).extension().is_some_and(|e| e == "conflist"))
+        .and_then(|name| name.to_str())
+        .ok_or_else(|| InstallCniError::ConflistName {
+            path: path.to_path_buf(),
+        })?
+        .to_string();
+    let bytes = read(path)?;
+    let summary = cni_conflist::check(&bytes).map_err(|source| InstallCniError::Conflist {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(ConflistFile {
+        name,
+        bytes,
+        summary,
+    })
+}
+
+/// Reads and checks the plugin (and the conflist, when given), then
+/// installs the plugin and the conflist; what it installed, in that order,
+/// and the conflist's summary.
+pub fn install(
+    args: &InstallCniArgs,
+) -> Result<(Vec<Installed>, Option<Conflist>), InstallCniError> {
     let plugin = read(&args.plugin)?;
     if !plugin.starts_with(b"\x7fELF") {
         return Err(InstallCniError::PluginNotElf {
             path: args.plugin.clone(),
         });
     }
-    let conflist_name = args
-        .conflist
-        .file_name()
-        .filter(|name| Path::new(name).extension().is_some_and(|e| e == "conflist"))
-        .ok_or_else(|| InstallCniError::ConflistName {
-            path: args.conflist.clone(),
-        })?;
-    let conflist = read(&args.conflist)?;
-    let summary = cni_conflist::check(&conflist).map_err(|source| InstallCniError::Conflist {
-        path: args.conflist.clone(),
-        source,
-    })?;
-    let installed = vec![
-        replace(
-            &args.cni_bin_dir,
-            PLUGIN_NAME.as_ref(),
-            &plugin,
-            PLUGIN_MODE,
-        )?,
-        replace(&args.cni_conf_dir, conflist_name, &conflist, CONFLIST_MODE)?,
-    ];
-    Ok((installed, summary))
+    let conflist = args.conflist.as_deref().map(read_conflist).transpose()?;
+    let mut installed = vec![replace(
+        &args.cni_bin_dir,
+        PLUGIN_NAME.as_ref(),
+        &plugin,
+        PLUGIN_MODE,
+    )?];
+    if let Some(conflist) = &conflist {
+        installed.push(install_conflist(&args.cni_conf_dir, conflist)?);
+    }
+    Ok((installed, conflist.map(|c| c.summary)))
+}
+
+/// Puts `conflist` in `dir` under its name, atomically.
+pub fn install_conflist(dir: &Path, conflist: &ConflistFile) -> Result<Installed, InstallCniError> {
+    replace(dir, conflist.name.as_ref(), &conflist.bytes, CONFLIST_MODE)
+}
+
+/// Removes `dir/name` if it is there, and makes the removal durable.
+pub fn remove(dir: &Path, name: &str) -> Result<bool, InstallCniError> {
+    let path = dir.join(name);
+    let failed = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| InstallCniError::Write { path, source }
+    };
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(failed(&path)(e)),
+    }
+    File::open(dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(failed(dir))?;
+    Ok(true)
+}
+
+/// The plugin's file name in the node's plugin directory.
+pub fn plugin_name() -> &'static str {
+    PLUGIN_NAME
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, InstallCniError> {
@@ -226,7 +285,7 @@ mod tests {
         std::fs::write(image.join(conflist_name), conflist).unwrap();
         let args = InstallCniArgs {
             plugin: image.join("ipam-cni"),
-            conflist: image.join(conflist_name),
+            conflist: Some(image.join(conflist_name)),
             cni_bin_dir: dir.path().join("host/opt/cni/bin"),
             cni_conf_dir: dir.path().join("host/etc/cni/net.d"),
         };
@@ -257,7 +316,7 @@ mod tests {
         std::fs::write(node.args.cni_bin_dir.join("ipam-cni"), "old").unwrap();
         std::fs::write(node.args.cni_bin_dir.join(".ipam-cni.new"), "half").unwrap();
         let (installed, summary) = install(&node.args).unwrap();
-        assert_eq!(summary.plugin_types, ["ptp"]);
+        assert_eq!(summary.expect("the conflist's").plugin_types, ["ptp"]);
         assert_eq!(
             installed,
             [
@@ -289,6 +348,24 @@ mod tests {
             std::fs::read_to_string(node.args.cni_conf_dir.join("05-ipam.conflist")).unwrap(),
             CONFLIST
         );
+    }
+
+    #[test]
+    fn without_a_conflist_the_plugin_alone_is_installed() {
+        let mut node = node("05-ipam.conflist", CONFLIST);
+        node.args.conflist = None;
+        let (installed, summary) = install(&node.args).unwrap();
+        assert_eq!(summary, None);
+        assert_eq!(installed.len(), 1);
+        assert_eq!(
+            listing(&node.args.cni_bin_dir),
+            [("ipam-cni".into(), 0o755)]
+        );
+        assert!(listing(&node.args.cni_conf_dir).is_empty());
+        // remove: there, then not.
+        assert!(remove(&node.args.cni_bin_dir, plugin_name()).unwrap());
+        assert!(!remove(&node.args.cni_bin_dir, plugin_name()).unwrap());
+        assert!(listing(&node.args.cni_bin_dir).is_empty());
     }
 
     #[test]

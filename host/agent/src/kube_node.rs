@@ -1,7 +1,8 @@
 //! The agent's Kubernetes side: its own CiliumNode (registered, watched,
-//! its status.ipam patched), its Node (for the owner reference) and the
-//! pods on its node (to free the addresses of pods that went away while the
-//! agent was down). Only its own node's objects: the chart's admission
+//! its status.ipam patched), its Node (for the owner reference and its
+//! provider id), the pods on its node (to free the addresses of pods that
+//! went away while the agent was down) and, at SIGTERM, its own pod's
+//! owner DaemonSet (restart or uninstall). Only its own node's objects: the chart's admission
 //! policy refuses writes to any other CiliumNode.
 
 use std::collections::BTreeSet;
@@ -11,14 +12,17 @@ use std::time::Duration;
 use futures::StreamExt;
 use ipam_ciliumnode::kube::{api_resource, from_object, NodeObject, ObjectError};
 use ipam_ciliumnode::CiliumNode;
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::{json, Value};
 
 use crate::allocator::Allocator;
+use crate::facts::NodeIdentity;
 use crate::metrics::AgentMetrics;
 use crate::register::{node_owner, Registration};
+use crate::uninstall::{DaemonSetState, Owner};
 
 const FIELD_MANAGER: &str = "ipam-agent";
 
@@ -87,6 +91,77 @@ impl NodeClient {
         }
     }
 
+    fn read_node_error(&self) -> impl FnOnce(kube::Error) -> NodeError + '_ {
+        move |source| NodeError::Node {
+            node: self.name.clone(),
+            source,
+        }
+    }
+
+    /// The Node's provider id and the labels that name its zone and
+    /// instance type.
+    pub async fn identity(&self) -> Result<NodeIdentity, NodeError> {
+        let node = self
+            .nodes
+            .get(&self.name)
+            .await
+            .map_err(self.read_node_error())?;
+        let label = |name: &str| {
+            node.metadata
+                .labels
+                .as_ref()
+                .and_then(|labels| labels.get(name))
+                .filter(|value| !value.is_empty())
+                .cloned()
+        };
+        Ok(NodeIdentity {
+            name: self.name.clone(),
+            provider_id: node.spec.as_ref().and_then(|spec| spec.provider_id.clone()),
+            instance_type: label("node.kubernetes.io/instance-type"),
+            zone: label("topology.kubernetes.io/zone"),
+        })
+    }
+
+    /// The DaemonSet that owns the agent's pod `namespace/name`, and
+    /// whether it is still there; any failure to read is `Unreadable`.
+    pub async fn owner(&self, namespace: &str, name: &str) -> Owner {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pod = match pods.get(name).await {
+            Ok(pod) => pod,
+            Err(error) => return Owner::Unreadable(format!("pod {namespace}/{name}: {error}")),
+        };
+        let Some(reference) = pod
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .find(|r| r.kind == "DaemonSet" && r.api_version.starts_with("apps/"))
+        else {
+            return Owner::NotADaemonSet;
+        };
+        let daemonsets: Api<DaemonSet> = Api::namespaced(self.client.clone(), namespace);
+        let state = match daemonsets.get_opt(&reference.name).await {
+            Ok(None) => DaemonSetState::Gone,
+            Ok(Some(daemonset)) if daemonset.metadata.uid.as_deref() != Some(&reference.uid) => {
+                DaemonSetState::Gone
+            }
+            Ok(Some(daemonset)) if daemonset.metadata.deletion_timestamp.is_some() => {
+                DaemonSetState::Deleting
+            }
+            Ok(Some(_)) => DaemonSetState::Live,
+            Err(error) => {
+                return Owner::Unreadable(format!(
+                    "DaemonSet {namespace}/{}: {error}",
+                    reference.name
+                ))
+            }
+        };
+        Owner::DaemonSet {
+            name: reference.name,
+            state,
+        }
+    }
+
     /// Create the CiliumNode, or bring the fields the agent owns up to
     /// date: the spec the registration names and the owner reference.
     pub async fn register(&self, registration: &Registration) -> Result<CiliumNode, NodeError> {
@@ -94,10 +169,7 @@ impl NodeClient {
             .nodes
             .get(&self.name)
             .await
-            .map_err(|source| NodeError::Node {
-                node: self.name.clone(),
-                source,
-            })?;
+            .map_err(self.read_node_error())?;
         let uid = node
             .metadata
             .uid

@@ -36,12 +36,14 @@ fn install(args: &InstallCniArgs) -> ExitCode {
             for file in installed {
                 println!("{file}");
             }
-            println!(
-                "conflist {:?} (CNI {}): {}",
-                conflist.name,
-                conflist.cni_version,
-                conflist.plugin_types.join(" -> ")
-            );
+            if let Some(conflist) = conflist {
+                println!(
+                    "conflist {:?} (CNI {}): {}",
+                    conflist.name,
+                    conflist.cni_version,
+                    conflist.plugin_types.join(" -> ")
+                );
+            }
             ExitCode::SUCCESS
         }
         Err(error) => {

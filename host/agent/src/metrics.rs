@@ -1,6 +1,7 @@
 //! The agent's metrics (`ipam_agent_*`): CNI requests by command and result
 //! with their latency, addresses given out and freed, the handshake answers,
 //! what each restore kept and freed, status patches, and the pool's size;
+//! where the agent's conflist stands and the SNAT table's ranges;
 //! with a datapath, its counters summed over endpoints (read from the maps
 //! at scrape time) and the maps it re-created.
 
@@ -121,6 +122,16 @@ pub struct Result_ {
     pub result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct State {
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RangeKind {
+    pub kind: &'static str,
+}
+
 fn latency_buckets() -> Histogram {
     // 100 µs to about 1.6 s.
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
@@ -141,6 +152,8 @@ pub struct AgentMetrics {
     pool: Gauge,
     maps_recreated: Counter,
     datapath: DatapathCollector,
+    cni_conflist: Family<State, Gauge>,
+    snat_ranges: Family<RangeKind, Gauge>,
 }
 
 impl Default for AgentMetrics {
@@ -215,6 +228,21 @@ impl AgentMetrics {
         );
         let datapath = DatapathCollector::default();
         registry.register_collector(Box::new(datapath.clone()));
+        let cni_conflist = Family::<State, Gauge>::default();
+        registry.register(
+            "cni_conflist",
+            "1 for where the agent's conflist stands (installed, other_network: another network's \
+             configuration is there and take-over is off, not_first: take-over on but its name does \
+             not sort first, failed), 0 for the others; none without --cni-conflist",
+            cni_conflist.clone(),
+        );
+        let snat_ranges = Family::<RangeKind, Gauge>::default();
+        registry.register(
+            "snat_ranges",
+            "Ranges in the SNAT table: masqueraded (the VPC's, as sources) and kept (destinations \
+             that keep the pod's address)",
+            snat_ranges.clone(),
+        );
         Self {
             registry,
             cni_requests,
@@ -228,6 +256,25 @@ impl AgentMetrics {
             pool,
             maps_recreated,
             datapath,
+            cni_conflist,
+            snat_ranges,
+        }
+    }
+
+    /// Where the conflist stands: `state` 1, every other state 0.
+    pub fn cni_conflist(&self, state: &'static str) {
+        for known in crate::cni_conf_plan::STATES {
+            self.cni_conflist
+                .get_or_create(&State { state: known })
+                .set(i64::from(*known == state));
+        }
+    }
+
+    pub fn snat_ranges(&self, masqueraded: usize, kept: usize) {
+        for (kind, count) in [("masqueraded", masqueraded), ("kept", kept)] {
+            self.snat_ranges
+                .get_or_create(&RangeKind { kind })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
     }
 

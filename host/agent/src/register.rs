@@ -75,13 +75,18 @@ impl Registration {
             spec.insert("azure".into(), json!({}));
         } else {
             let mut eni = Map::new();
-            eni.insert("instance-type".into(), json!(self.facts.instance_type));
-            eni.insert(
-                "availability-zone".into(),
-                json!(self.facts.availability_zone),
-            );
-            eni.insert("vpc-id".into(), json!(self.facts.vpc_id));
-            eni.insert("node-subnet-id".into(), json!(self.facts.node_subnet_id));
+            // A fact not known (the metadata service gave none) is not
+            // named, so it does not blank what an earlier run wrote.
+            for (key, fact) in [
+                ("instance-type", &self.facts.instance_type),
+                ("availability-zone", &self.facts.availability_zone),
+                ("vpc-id", &self.facts.vpc_id),
+                ("node-subnet-id", &self.facts.node_subnet_id),
+            ] {
+                if !fact.is_empty() {
+                    eni.insert(key.into(), json!(fact));
+                }
+            }
             insert_some(
                 &mut eni,
                 "first-interface-index",
@@ -159,6 +164,17 @@ mod tests {
         assert_eq!(node.spec.ipam.min_allocate, None, "unset: not named");
         assert_eq!(node.spec.ipam.max_above_watermark, Some(2));
         assert_eq!(node.spec.azure, Default::default(), "no spec.azure");
+    }
+
+    #[test]
+    fn facts_not_known_are_not_named() {
+        let mut registration = aws();
+        registration.facts.vpc_id.clear();
+        registration.facts.node_subnet_id.clear();
+        let spec = registration.spec();
+        let eni = spec["spec"]["eni"].as_object().unwrap();
+        assert!(!eni.contains_key("vpc-id") && !eni.contains_key("node-subnet-id"));
+        assert_eq!(eni["instance-type"], "m5.large");
     }
 
     #[test]

@@ -3,8 +3,12 @@
 //! allocations are judged against the node's pool and the live pods and the
 //! routes put in step (with a datapath: bpffs mounted, the program loaded
 //! over its pinned maps, the host's addresses and the endpoints written);
-//! only then is the CNI socket served and the agent
-//! ready. The CiliumNode is watched and its status published from then on.
+//! with SNAT, its table written; only then is the CNI socket served and the
+//! agent ready, and then its conflist installed (where no other network is
+//! configured, or when told to take over), so that no runtime asks for an
+//! address before the agent can answer. The CiliumNode is watched and its
+//! status published from then on. At SIGTERM the agent's pod's owner tells
+//! a restart (everything kept) from an uninstall (everything removed).
 //! The restore and every later change of the allocations (the CNI socket,
 //! the routes' netlink connection) run on the CNI thread (`cni_thread`);
 //! the watch, the publisher and the health endpoints on the main runtime.
@@ -17,16 +21,20 @@ use ipam_health_http::startup::Startup;
 
 use crate::allocator::Allocator;
 use crate::cli::Cli;
+use crate::cni_conf_plan::ConfVerdict;
 use crate::cni_thread::CniThread;
 use crate::datapath::NodeDatapath;
-use crate::facts;
+use crate::install_cni::{self, ConflistFile};
 use crate::kube_node::{publish, NodeClient};
 use crate::metrics::AgentMetrics;
+use crate::nft_snat::NftSnat;
 use crate::register::Registration;
 use crate::routing::{NoRoutes, RouteTable};
 use crate::startup::AgentStep;
 use crate::state_file::StateFile;
-use crate::{cni_server, netlink_routes};
+use crate::teardown::Teardown;
+use crate::uninstall::{on_stop, OnStop, Owner};
+use crate::{cni_conf_dir, cni_server, facts, netlink_routes, snat};
 
 async fn kube_client(cli: &Cli) -> anyhow::Result<kube::Client> {
     let config = match &cli.kubeconfig {
@@ -45,9 +53,11 @@ async fn kube_client(cli: &Cli) -> anyhow::Result<kube::Client> {
 }
 
 /// Retry `attempt` as `step` with backoff (1 s doubling to 30 s) until it
-/// succeeds, logging each failure and showing the last in `/readyz`: the
-/// API server or the metadata service may not be reachable yet when a node
-/// boots.
+/// succeeds, showing the last failure in `/readyz`: the API server or the
+/// metadata service may not be reachable yet when a node boots, nor the
+/// Node's provider id set. A failure is logged at warn when it differs from
+/// the one before (the same one again at debug, so a long wait is one line,
+/// not a line every 30 s).
 async fn until_done<T, E: std::fmt::Display, F: std::future::Future<Output = Result<T, E>>>(
     startup: &Startup<AgentStep>,
     step: AgentStep,
@@ -55,15 +65,27 @@ async fn until_done<T, E: std::fmt::Display, F: std::future::Future<Output = Res
     mut attempt: impl FnMut() -> F,
 ) -> T {
     let mut delay = Duration::from_secs(1);
+    let mut last = String::new();
+    let mut attempts = 0u32;
     startup.waiting(step, what);
     loop {
+        attempts += 1;
         match attempt().await {
             Ok(value) => {
                 startup.done(step);
+                if attempts > 1 {
+                    tracing::info!(attempts, "{what}: done");
+                }
                 return value;
             }
             Err(error) => {
-                tracing::warn!(%error, retry_in = ?delay, "{what}");
+                let text = error.to_string();
+                if text == last {
+                    tracing::debug!(%error, attempts, retry_in = ?delay, "{what}: still failing");
+                } else {
+                    tracing::warn!(%error, attempts, retry_in = ?delay, "{what}");
+                    last = text;
+                }
                 startup.waiting(step, format!("retrying in {delay:?}: {error}"));
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(30));
@@ -80,6 +102,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
          (move it away to start empty, knowing its addresses may be in use)",
     )?;
     tracing::info!(saved = saved.allocations.len(), file = %state.path().display(), "allocations read");
+    // The conflist to install, checked before anything is served: a bad one
+    // is a configuration error, not something to find out on the node.
+    let conflist = cli
+        .cni_conflist
+        .as_deref()
+        .map(install_cni::read_conflist)
+        .transpose()
+        .context("the conflist to install (--cni-conflist)")?;
 
     // Health before the slow work: /readyz names the steps still waited
     // for, and is 200 once the CNI socket is served.
@@ -121,13 +151,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         )
         .await?;
     let nodes = NodeClient::new(client, &cli.node_name);
-    let node_facts = until_done(
+    let (node_facts, source) = until_done(
         &startup,
         AgentStep::InstanceFacts,
         "reading the instance's facts",
-        || facts::gather(&cli),
+        || facts::gather(&cli, &nodes),
     )
     .await;
+    tracing::info!(instance = %node_facts.instance_id, from = source.as_str(), "instance facts read");
     let registration = Registration {
         facts: node_facts,
         interfaces: cli.interfaces(),
@@ -188,7 +219,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         None => None,
     };
     let allocator = Arc::new(
-        Allocator::new(saved, node, state, routes, metrics.clone())
+        Allocator::new(saved, node, state, routes.clone(), metrics.clone())
             .with_datapath(datapath)
             .pause_after_save(cli.test_pause_after_save_ms.map(Duration::from_millis)),
     );
@@ -207,6 +238,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         tracing::warn!(%ip, "a pod holds an address that has left the pool; it is not handed out again");
     }
     tracing::info!(kept = report.kept, freed = ?report.freed, "allocations restored");
+
+    // SNAT before the first pod is served, kept in step with the node;
+    // turned off, a table an earlier run wrote goes.
+    if !cli.snat_enabled() {
+        if let Err(error) = NftSnat.remove() {
+            tracing::debug!(%error, "removing a SNAT table of an earlier run (SNAT is off)");
+        }
+    } else {
+        let ranges = allocator.vpc_ranges();
+        let rules = snat::wanted(&ranges.borrow(), &cli.snat_exclude_cidrs);
+        apply_snat(&rules, &metrics).context("writing the SNAT table")?;
+        tokio::spawn(keep_snat(
+            ranges,
+            cli.snat_exclude_cidrs.clone(),
+            metrics.clone(),
+        ));
+    }
 
     // 4. Follow the node, publish the status, serve the plugin.
     tokio::spawn({
@@ -227,15 +275,31 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         })
         .await?;
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = cni
-        .handle()
-        .spawn(cni_server::serve(socket, allocator, metrics, async move {
+    let serving = cni.handle().spawn(cni_server::serve(
+        socket,
+        allocator,
+        metrics.clone(),
+        async move {
             let _ = serving_stopped.await;
-        }));
+        },
+    ));
     startup.done(AgentStep::CniSocket);
     tracing::info!(socket = %cli.socket.display(), "serving the CNI plugin");
 
+    // The node's network configuration, now that the agent answers.
+    let installing = conflist.map(|conflist| {
+        tokio::spawn(keep_conflist(
+            cli.cni_conf_dir.clone(),
+            conflist,
+            cli.cni_take_over,
+            metrics.clone(),
+        ))
+    });
+
     shutdown_signal().await?;
+    if let Some(installing) = installing {
+        installing.abort();
+    }
     // A plugin asking now gets "try again later" instead of a stale socket;
     // the requests already accepted are answered before the agent stops.
     let _ = std::fs::remove_file(&cli.socket);
@@ -243,8 +307,128 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Err(error) = serving.await {
         tracing::warn!(%error, "the CNI server ended badly");
     }
-    tracing::info!("stopped");
+    let owner = match (&cli.pod_namespace, &cli.pod_name) {
+        (Some(namespace), Some(name)) => {
+            match tokio::time::timeout(OWNER_TIMEOUT, nodes.owner(namespace, name)).await {
+                Ok(owner) => owner,
+                Err(_) => Owner::Unreadable(format!("no answer within {OWNER_TIMEOUT:?}")),
+            }
+        }
+        _ => Owner::NotKnown,
+    };
+    match on_stop(&owner) {
+        OnStop::Keep(why) => tracing::info!(why, "stopped, everything kept for the next start"),
+        OnStop::Uninstall(why) => {
+            tracing::warn!(why, "uninstalled: removing what the agent put on the node");
+            let teardown = Teardown {
+                cni_conf_dir: cli.cni_conflist.is_some().then(|| cli.cni_conf_dir.clone()),
+                cni_bin_dir: cli.cni_bin_dir.clone(),
+                routes,
+                bpffs: cli.datapath_object.is_some().then(|| cli.bpffs.clone()),
+            };
+            for (step, outcome) in teardown.run(&cni).await {
+                match outcome {
+                    Ok(removed) => tracing::info!(step, removed, "removed"),
+                    Err(error) => tracing::error!(step, error, "could not remove"),
+                }
+            }
+            tracing::info!("stopped");
+        }
+    }
     Ok(())
+}
+
+/// How long the owner lookup at SIGTERM may take: within the pod's grace
+/// period, with time left for the teardown.
+const OWNER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Writes the SNAT table for `rules`.
+fn apply_snat(
+    rules: &snat::SnatRules,
+    metrics: &AgentMetrics,
+) -> Result<(), crate::nft_snat::NftError> {
+    NftSnat.apply(rules)?;
+    metrics.snat_ranges(rules.sources.len(), rules.kept.len());
+    if rules.masquerades() {
+        tracing::info!(masqueraded = ?rules.sources, kept = ?rules.kept, "SNAT table written");
+    } else {
+        tracing::info!("SNAT table written empty: the CiliumNode names no VPC range yet");
+    }
+    Ok(())
+}
+
+/// Rewrites the SNAT table whenever the node's VPC ranges change; a failed
+/// write is retried with backoff (1 s doubling to 30 s), with the newest
+/// ranges.
+async fn keep_snat(
+    mut ranges: tokio::sync::watch::Receiver<Vec<ipnet::Ipv4Net>>,
+    exclude: Vec<ipnet::Ipv4Net>,
+    metrics: Arc<AgentMetrics>,
+) {
+    while ranges.changed().await.is_ok() {
+        let mut delay = Duration::from_secs(1);
+        loop {
+            let rules = snat::wanted(&ranges.borrow_and_update(), &exclude);
+            match apply_snat(&rules, &metrics) {
+                Ok(()) => break,
+                Err(error) => {
+                    tracing::warn!(%error, retry_in = ?delay, "writing the SNAT table");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+}
+
+/// Installs the conflist as `cni_conf_plan` decides, once: a failed write
+/// is retried with backoff (1 s doubling to 30 s); a decision not to
+/// install is logged at warn and shown in `ipam_agent_cni_conflist`.
+async fn keep_conflist(
+    dir: std::path::PathBuf,
+    conflist: ConflistFile,
+    take_over: bool,
+    metrics: Arc<AgentMetrics>,
+) {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match cni_conf_dir::install(&dir, &conflist, take_over) {
+            Ok(plan) => {
+                metrics.cni_conflist(plan.verdict.state());
+                for removed in &plan.remove {
+                    tracing::warn!(file = %dir.join(removed).display(), "a conflist of the agent's removed");
+                }
+                match plan.verdict {
+                    ConfVerdict::Installed => tracing::info!(
+                        file = %dir.join(&conflist.name).display(),
+                        "conflist installed: pods on this node get their addresses from the agent"
+                    ),
+                    ConfVerdict::Unchanged => tracing::info!(
+                        file = %dir.join(&conflist.name).display(),
+                        "conflist already installed"
+                    ),
+                    ConfVerdict::OtherNetwork { others } => tracing::warn!(
+                        ?others,
+                        dir = %dir.display(),
+                        "another network is configured on this node: the agent's conflist is not                          installed (--cni-take-over, chart value agent.cni.takeOver, to replace it)"
+                    ),
+                    ConfVerdict::NotFirst { ours, first_other } => tracing::warn!(
+                        ours,
+                        first_other,
+                        dir = %dir.display(),
+                        "told to take over, but the runtime would read {first_other} first:                          name the agent's conflist to sort before it (agent.cni.confName)"
+                    ),
+                }
+                return;
+            }
+            Err(error) => {
+                metrics.cni_conflist("failed");
+                tracing::warn!(%error, retry_in = ?delay, "installing the conflist");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
 }
 
 /// The datapath over its pinned maps, with the host's addresses written.

@@ -19,9 +19,7 @@ use tokio::time::Instant;
 use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::CloudError;
 use ipam_pool::backoff::failure_backoff;
-use ipam_pool::pool::count;
 use ipam_pool::schedule::Schedule;
-use ipam_pool::{watermarks, NodeView};
 
 use crate::allocate::Step;
 use crate::clock::unix_now;
@@ -29,6 +27,7 @@ use crate::error::MaintainError;
 use crate::gc::{GcRound, LeakCollector};
 use crate::maintain::{Maintainer, NodePass};
 use crate::node_store::{NodeEvent, StoreError};
+use crate::plan::deficit;
 
 #[derive(Debug, Clone)]
 pub struct LoopSettings {
@@ -107,13 +106,6 @@ pub struct Engine {
     state: watch::Sender<EngineState>,
 }
 
-/// A node's deficit as its own fields show it: the scheduling priority.
-fn deficit(node: &CiliumNode) -> u32 {
-    let available = count(node.spec.ipam.pool.len());
-    let used = count(node.status.ipam.used.len());
-    watermarks::needed(node.watermarks(), available, used)
-}
-
 /// An engine running on its own task until [`RunningEngine::stop`].
 pub struct RunningEngine {
     stop: watch::Sender<bool>,
@@ -158,10 +150,7 @@ struct Loop<'a> {
 
 impl Engine {
     pub fn new(maintainer: Arc<Maintainer>, config: LoopSettings) -> Self {
-        let gc = LeakCollector::new(
-            maintainer.settings().cluster_name.clone(),
-            config.gc_grace.as_secs(),
-        );
+        let gc = LeakCollector::new(maintainer.settings().ownership(), config.gc_grace.as_secs());
         Self {
             maintainer,
             config,

@@ -43,6 +43,18 @@ impl FigureBook {
     }
 }
 
+impl FigureBook {
+    /// Every node goes from the gauges and the totals: the book's owner
+    /// stops (a replica that no longer leads must neither show frozen
+    /// figures nor have them counted again when it leads once more).
+    pub fn forget_all(&self, metrics: &Metrics) {
+        let all = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        for (name, before) in all {
+            apply(metrics, &name, Some(before), None);
+        }
+    }
+}
+
 fn apply(m: &Metrics, name: &str, before: Option<NodeFigures>, now: Option<NodeFigures>) {
     let b = before.unwrap_or_default();
     let n = now.unwrap_or_default();
@@ -170,5 +182,37 @@ mod tests {
 
         book.forget(&m, "a");
         assert_eq!(nodes(&m, "total"), 1, "forgetting twice changes nothing");
+    }
+
+    #[test]
+    fn a_book_that_goes_takes_its_nodes_and_the_next_counts_them_once() {
+        let m = Metrics::new();
+        let first = FigureBook::default();
+        first.record(&m, "a", figures(10, 4, 2, true));
+        first.record(&m, "b", figures(3, 3, 0, false));
+        first.forget_all(&m);
+        assert_eq!(
+            (
+                total(&m, "available"),
+                total(&m, "used"),
+                total(&m, "needed")
+            ),
+            (0, 0, 0)
+        );
+        assert_eq!(
+            (
+                nodes(&m, "total"),
+                nodes(&m, "in-deficit"),
+                nodes(&m, "at-capacity")
+            ),
+            (0, 0, 0)
+        );
+        assert!(!m.encode().contains("target_node="), "no frozen gauge");
+        // Leading again: the same nodes, counted once.
+        let second = FigureBook::default();
+        second.record(&m, "a", figures(10, 4, 2, true));
+        second.record(&m, "b", figures(3, 3, 0, false));
+        assert_eq!(total(&m, "available"), 13);
+        assert_eq!(nodes(&m, "total"), 2);
     }
 }

@@ -1,19 +1,20 @@
-//! Leaked-interface GC: interfaces this cluster's operator created (by the
-//! cluster tag) that are detached and older than a grace period are deleted,
-//! but only when two rounds in a row see them so, since a create in flight
-//! (created, not yet attached) looks the same for a moment. The provider's
-//! listing is not trusted to have filtered: an item without this cluster's
-//! tag, or that the engine's cache holds attached to an instance, is never
-//! deleted, whatever the listing says of it.
+//! Leaked-interface GC: interfaces this operator owns ([`Ownership`]: the
+//! ones it created, by the cluster tag, and the ones the user handed over by
+//! naming their tags) that are detached and older than a grace period are
+//! deleted, but only when two rounds in a row see them so, since a create in
+//! flight (created, not yet attached) looks the same for a moment. The
+//! provider's listing is not trusted to have filtered: an item it is not
+//! owned by these tags, or that the engine's cache holds attached to an
+//! instance, is never deleted, whatever the listing says of it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use ipam_cloud::{CloudApi, CloudError, NetworkInterface};
-use ipam_pool::tags::{cluster_tag, created_at};
+use ipam_pool::tags::{created_at, Ownership};
 
 pub struct LeakCollector {
-    cluster_name: String,
+    ownership: Ownership,
     grace_seconds: u64,
     /// Seen leaked in the previous round.
     suspects: Mutex<BTreeSet<String>>,
@@ -27,25 +28,81 @@ pub struct GcRound {
     pub deleted: Vec<String>,
 }
 
+/// What a listing of detached interfaces holds, judged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeakReview {
+    /// Owned, detached and past the grace period: deleted when a second
+    /// round sees them so.
+    pub leaked: Vec<NetworkInterface>,
+    /// Owned and detached but younger than the grace period.
+    pub young: Vec<String>,
+    /// Listed but never to be deleted, and why.
+    pub spared: Vec<(String, &'static str)>,
+}
+
 impl LeakCollector {
-    pub fn new(cluster_name: impl Into<String>, grace_seconds: u64) -> Self {
+    pub fn new(ownership: Ownership, grace_seconds: u64) -> Self {
         Self {
-            cluster_name: cluster_name.into(),
+            ownership,
             grace_seconds,
             suspects: Mutex::new(BTreeSet::new()),
         }
     }
 
+    pub fn grace_seconds(&self) -> u64 {
+        self.grace_seconds
+    }
+
     /// Old enough to be a leak: created-at past the grace period. An
-    /// interface without a readable created-at is aged by the two rounds only.
+    /// interface without a readable created-at (one adopted from another
+    /// operator) is aged by the two rounds only.
     fn old_enough(&self, interface: &NetworkInterface, now: u64) -> bool {
         created_at(&interface.tags)
             .is_none_or(|created| now.saturating_sub(created) >= self.grace_seconds)
     }
 
+    /// The detached interfaces the owned tags find: one listing per tag set,
+    /// merged by id. A read: nothing is changed.
+    pub async fn list(&self, cloud: &dyn CloudApi) -> Result<Vec<NetworkInterface>, CloudError> {
+        let mut found = BTreeMap::new();
+        for tags in self.ownership.listings() {
+            for interface in cloud.get_detached_interfaces(&tags).await? {
+                found.entry(interface.id.clone()).or_insert(interface);
+            }
+        }
+        Ok(found.into_values().collect())
+    }
+
+    /// Judge a listing at `now` (unix seconds), sparing every interface in
+    /// `attached` (those the engine's cache holds on an instance).
+    pub fn review(
+        &self,
+        listed: Vec<NetworkInterface>,
+        now: u64,
+        attached: &BTreeSet<String>,
+    ) -> LeakReview {
+        let mut review = LeakReview::default();
+        for interface in listed {
+            if !self.ownership.owns(&interface.tags) {
+                review.spared.push((
+                    interface.id,
+                    "it carries neither this cluster's tag nor the adoption tags",
+                ));
+            } else if interface.instance_id.is_some() || attached.contains(&interface.id) {
+                review
+                    .spared
+                    .push((interface.id, "it is attached to an instance"));
+            } else if self.old_enough(&interface, now) {
+                review.leaked.push(interface);
+            } else {
+                review.young.push(interface.id);
+            }
+        }
+        review
+    }
+
     /// One round at `now` (unix seconds), sparing every interface in
-    /// `attached` (those the engine's cache holds on an instance). Needs the
-    /// delete-interface capability.
+    /// `attached`. Needs the delete-interface capability.
     pub async fn round(
         &self,
         cloud: &dyn CloudApi,
@@ -55,27 +112,15 @@ impl LeakCollector {
         if !cloud.info().capabilities.delete_interface {
             return Ok(GcRound::default());
         }
-        let ours = [cluster_tag(&self.cluster_name)];
-        let mut leaked = BTreeSet::new();
-        for interface in cloud.get_detached_interfaces(&ours).await? {
-            let spared = if !interface.tags.contains(&ours[0]) {
-                Some("it does not carry this cluster's tag")
-            } else if interface.instance_id.is_some() || attached.contains(&interface.id) {
-                Some("it is attached to an instance")
-            } else {
-                None
-            };
-            if let Some(why) = spared {
-                tracing::warn!(interface = %interface.id, why, "the provider listed an interface as detached and ours that is not: spared");
-            } else if self.old_enough(&interface, now) {
-                leaked.insert(interface.id);
-            }
+        let review = self.review(self.list(cloud).await?, now, attached);
+        for (interface, why) in &review.spared {
+            tracing::warn!(%interface, why, "the provider listed an interface as detached and ours that is not: spared");
         }
         let previous =
             std::mem::take(&mut *self.suspects.lock().unwrap_or_else(|p| p.into_inner()));
         let mut round = GcRound::default();
         let mut still_suspected = BTreeSet::new();
-        for id in leaked {
+        for id in review.leaked.into_iter().map(|i| i.id) {
             if previous.contains(&id) {
                 match cloud.delete_interface(&id).await {
                     Ok(()) => {

@@ -3,7 +3,9 @@
 //! instance cache (its picture of the cloud), per-node maintenance
 //! (allocation, the release handshake, publishing), the loop that schedules
 //! nodes, leaked-interface GC, [`LimitedCloud`] (the cloud's rate model and
-//! retries), the in-memory node store, and the Prometheus metrics. No
+//! retries), the in-memory node store, the Prometheus metrics, and
+//! [`plan`]: the same maintenance over a dry-run cloud, for `ipam-operator
+//! plan`. No
 //! wasmtime, kube or HTTP here: providers and the API server are behind the
 //! two traits.
 
@@ -20,6 +22,7 @@ mod maintenance_settings;
 pub mod metrics;
 pub mod node_store;
 mod parts;
+pub mod plan;
 mod publish;
 pub mod release;
 
@@ -35,4 +38,5 @@ pub use maintenance_settings::MaintenanceSettings;
 pub use metrics::Metrics;
 pub use node_store::{Announcement, MemoryNodeStore, NodeEvent, NodeStore, StoreError};
 pub use parts::Parts;
+pub use plan::{plan_cluster, ClusterPlan, NodePlan, PlanSettings};
 pub use release::ReleaseRound;

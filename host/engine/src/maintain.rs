@@ -24,6 +24,14 @@ use crate::parts::Parts;
 use crate::publish::publish;
 use crate::release::{release_round, ReleaseMemory, ReleaseRound};
 
+/// A maintainer that goes (its replica stopped leading) takes its nodes'
+/// figures with it: the next leader's maintainer records them afresh.
+impl Drop for Maintainer {
+    fn drop(&mut self) {
+        self.figures.forget_all(&self.parts.metrics);
+    }
+}
+
 /// What one pass over a node did and found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodePass {

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use ipam_cloud::Tag;
+use ipam_pool::tags::Ownership;
 use ipam_pool::IpamMode;
 
 /// Engine-wide settings of pool maintenance.
@@ -10,6 +12,10 @@ pub struct MaintenanceSettings {
     /// Tagged on every interface the operator creates (`ipam-operator/cluster`);
     /// leaked-interface GC and interface freeing touch only interfaces with it.
     pub cluster_name: String,
+    /// Interfaces carrying every one of these tags are freed and collected
+    /// like this cluster's own (adoption of the ENIs Cilium's operator
+    /// created); empty: none are.
+    pub adoption_tags: Vec<Tag>,
     /// Use /28 prefixes where the instance type and provider allow.
     pub prefix_delegation: bool,
     /// How long an address must stay excess before it is marked for release
@@ -25,10 +31,18 @@ pub struct MaintenanceSettings {
     pub ipam_mode: IpamMode,
 }
 
+impl MaintenanceSettings {
+    /// The interfaces this operator may free and collect.
+    pub fn ownership(&self) -> Ownership {
+        Ownership::new(&self.cluster_name, self.adoption_tags.clone())
+    }
+}
+
 impl Default for MaintenanceSettings {
     fn default() -> Self {
         Self {
             cluster_name: "default".into(),
+            adoption_tags: Vec::new(),
             prefix_delegation: false,
             release_delay: Duration::from_secs(180),
             free_interfaces: true,

@@ -102,7 +102,7 @@ pub async fn release_round(
         pending_pods,
         capabilities: parts.cloud.info().capabilities,
         free_interfaces: parts.settings.free_interfaces,
-        cluster_name: &parts.settings.cluster_name,
+        ownership: &parts.settings.ownership(),
         first_seen: &memory.get(&node.name),
         now: now.into_std(),
         release_delay: parts.settings.release_delay,

@@ -4,8 +4,10 @@
 //! candidates cannot both win (the loser gets 409). A leader that cannot
 //! renew within the renew deadline steps down at once, before the lease
 //! could be taken by another, and a clean shutdown hands the lease back.
+//! Every change of leadership is shown in [`LeaderMetrics`].
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -15,6 +17,8 @@ use kube::api::{Api, PostParams};
 use kube::Client;
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+use crate::leader_metrics::LeaderMetrics;
 
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
@@ -86,6 +90,7 @@ pub enum LeaseError {
 pub struct LeaderElection {
     api: Api<Lease>,
     config: LeaseConfig,
+    metrics: Arc<LeaderMetrics>,
 }
 
 fn is_conflict(error: &kube::Error) -> bool {
@@ -97,7 +102,22 @@ impl LeaderElection {
         Self {
             api: Api::namespaced(client, &config.namespace),
             config,
+            metrics: Arc::default(),
         }
+    }
+
+    /// Show whether this candidate leads in `metrics` (registered by the
+    /// caller).
+    pub fn with_metrics(mut self, metrics: Arc<LeaderMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Tell the metrics and `leader` whether this candidate leads (the
+    /// metrics first: whoever sees `leader` change sees them agree).
+    fn set_leader(&self, leader: &watch::Sender<bool>, leading: bool) {
+        self.metrics.leading(leading);
+        leader.send_replace(leading);
     }
 
     fn seconds(&self) -> i32 {
@@ -191,6 +211,7 @@ impl LeaderElection {
     /// as a renewal has not succeeded for the renew deadline.
     pub async fn run(&self, leader: &watch::Sender<bool>, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
+        self.metrics.leading(*leader.borrow());
         let mut last_held: Option<Instant> = None;
         loop {
             match self.try_hold().await {
@@ -198,13 +219,13 @@ impl LeaderElection {
                     last_held = Some(Instant::now());
                     if !*leader.borrow() {
                         tracing::info!(identity = %self.config.identity, lease = %self.config.name, "became the leader");
-                        leader.send_replace(true);
+                        self.set_leader(leader, true);
                     }
                 }
                 Ok(false) => {
                     if *leader.borrow() {
                         tracing::warn!(identity = %self.config.identity, "another candidate holds the lease: stepping down");
-                        leader.send_replace(false);
+                        self.set_leader(leader, false);
                     }
                     last_held = None;
                 }
@@ -214,7 +235,7 @@ impl LeaderElection {
                 && last_held.is_none_or(|at| at.elapsed() >= self.config.renew_deadline)
             {
                 tracing::warn!(identity = %self.config.identity, "could not renew the lease in time: stepping down");
-                leader.send_replace(false);
+                self.set_leader(leader, false);
             }
             tokio::select! {
                 () = &mut shutdown => break,
@@ -222,7 +243,7 @@ impl LeaderElection {
             }
         }
         if *leader.borrow() {
-            leader.send_replace(false);
+            self.set_leader(leader, false);
             if let Err(error) = self.release().await {
                 tracing::warn!(%error, "could not hand the lease back");
             }

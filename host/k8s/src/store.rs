@@ -399,7 +399,7 @@ fn pod_key(pod: &Pod) -> String {
 
 /// A pod waiting on a node: scheduled there, phase Pending, not host-network
 /// (host-network pods need no pod address).
-fn pending_on(pod: &Pod) -> Option<(String, String)> {
+pub(crate) fn pending_on(pod: &Pod) -> Option<(String, String)> {
     let spec = pod.spec.as_ref()?;
     let node = spec.node_name.clone()?;
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());

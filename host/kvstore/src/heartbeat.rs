@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use ipam_duty::{Duty, RoundReport};
 use serde::Serialize;
 
+use crate::heartbeat_metrics::HeartbeatMetrics;
 use crate::layout::{cluster_config_key, HEARTBEAT_KEY};
 use crate::mesh::ClusterMesh;
 use crate::SharedStore;
@@ -92,11 +93,23 @@ pub fn rfc3339(now: jiff::Timestamp) -> String {
 pub struct Heartbeat {
     store: Arc<dyn SharedStore>,
     settings: HeartbeatSettings,
+    metrics: Arc<HeartbeatMetrics>,
 }
 
 impl Heartbeat {
     pub fn new(store: Arc<dyn SharedStore>, settings: HeartbeatSettings) -> Self {
-        Self { store, settings }
+        Self {
+            store,
+            settings,
+            metrics: Arc::default(),
+        }
+    }
+
+    /// Record each heartbeat written in `metrics` (registered by the
+    /// caller).
+    pub fn with_metrics(mut self, metrics: Arc<HeartbeatMetrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     async fn write(&self, key: &str, value: Vec<u8>) -> Result<(), String> {
@@ -126,8 +139,10 @@ impl Duty for Heartbeat {
     }
 
     async fn round(&mut self) -> Result<RoundReport, String> {
-        let now = rfc3339(jiff::Timestamp::now());
+        let at = jiff::Timestamp::now();
+        let now = rfc3339(at);
         self.write(HEARTBEAT_KEY, now.clone().into_bytes()).await?;
+        self.metrics.written(at);
         tracing::debug!(key = HEARTBEAT_KEY, %now, "heartbeat written");
         if let Some(config) = self.settings.cluster_config() {
             let key = cluster_config_key(&self.settings.cluster_name);
@@ -142,6 +157,7 @@ impl Duty for Heartbeat {
 mod tests {
     use super::*;
     use crate::memory::{MemoryStore, MEMORY_SESSION_LEASE};
+    use crate::test_store::Meddling;
 
     #[test]
     fn times_are_written_as_go_s_rfc3339() {
@@ -182,6 +198,7 @@ mod tests {
     #[tokio::test]
     async fn a_round_writes_the_heartbeat_and_cluster_config_on_the_session_lease() {
         let store = Arc::new(MemoryStore::new());
+        let metrics = Arc::new(HeartbeatMetrics::new());
         let mut heartbeat = Heartbeat::new(
             store.clone(),
             HeartbeatSettings {
@@ -189,7 +206,9 @@ mod tests {
                 mesh: ClusterMesh::new(7, Default::default()).unwrap(),
                 ..HeartbeatSettings::default()
             },
-        );
+        )
+        .with_metrics(metrics.clone());
+        assert_eq!(metrics.last_written(), 0);
         heartbeat.round().await.unwrap();
         let beat = store.get(HEARTBEAT_KEY).await.unwrap().unwrap();
         assert_eq!(beat.lease, MEMORY_SESSION_LEASE);
@@ -199,10 +218,36 @@ mod tests {
             (jiff::Timestamp::now() - written).get_seconds().abs() < 5,
             "{text}"
         );
+        assert_eq!(
+            metrics.last_written(),
+            written.as_second(),
+            "the gauge holds the time written"
+        );
         let config = store.text("cilium/cluster-config/east").unwrap();
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&config).unwrap()["id"],
             7
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_leaves_the_gauge_at_the_last_heartbeat_written() {
+        let store = Arc::new(Meddling::default());
+        let metrics = Arc::new(HeartbeatMetrics::new());
+        let mut heartbeat = Heartbeat::new(store.clone(), HeartbeatSettings::default())
+            .with_metrics(metrics.clone());
+        store.fail_next("put", HEARTBEAT_KEY);
+        assert!(heartbeat.round().await.is_err());
+        assert_eq!(metrics.last_written(), 0, "nothing written yet");
+        heartbeat.round().await.unwrap();
+        let written = metrics.last_written();
+        assert!(written > 0);
+        store.fail_next("put", HEARTBEAT_KEY);
+        assert!(heartbeat.round().await.is_err());
+        assert_eq!(
+            metrics.last_written(),
+            written,
+            "the failed round changed nothing"
         );
     }
 }

@@ -13,7 +13,8 @@
 //!   [`etcd_store`] implements it on etcd (keys on the session lease
 //!   written again on a new lease, locks as etcd concurrency mutexes), and
 //!   [`memory`] in memory for tests.
-//! - [`heartbeat`]: `cilium/.heartbeat` and the CiliumClusterConfig.
+//! - [`heartbeat`]: `cilium/.heartbeat` and the CiliumClusterConfig;
+//!   [`heartbeat_metrics`]: when it was last written.
 //! - [`lock_sweeper`]: identity lock holders unchanged for two sweeps go.
 //! - [`identity_gc`]: identities no agent uses go on their second round.
 //! - [`layout`]: the keys, and the rules for reading them.
@@ -23,6 +24,7 @@ pub mod config;
 pub mod error;
 pub mod etcd_store;
 pub mod heartbeat;
+pub mod heartbeat_metrics;
 pub mod identity_gc;
 pub mod layout;
 mod limiter;

@@ -5,6 +5,7 @@ mod cli;
 mod duties;
 mod error_text;
 mod modules;
+mod plan_report;
 mod rate_flags;
 mod serve;
 mod startup;

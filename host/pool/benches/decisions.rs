@@ -14,6 +14,7 @@ use ipam_pool::allocation::{self, AllocationInput};
 use ipam_pool::pool::pool_of;
 use ipam_pool::release_plan::{self, ReleasePlanInput};
 use ipam_pool::schedule::Schedule;
+use ipam_pool::tags::Ownership;
 use ipam_pool::IpamMode;
 
 fn instance() -> Instance {
@@ -127,6 +128,7 @@ fn main() {
     let pool = pool_of(&satisfied, &instance, &withheld);
     let first_seen = BTreeMap::new();
     let now = Instant::now();
+    let ownership = Ownership::own_only("c1");
     time("release: plan with excess addresses", 20_000, || {
         black_box(release_plan::plan(&ReleasePlanInput {
             node: &satisfied,
@@ -135,7 +137,7 @@ fn main() {
             pending_pods: 0,
             capabilities,
             free_interfaces: true,
-            cluster_name: "c1",
+            ownership: &ownership,
             first_seen: &first_seen,
             now,
             release_delay: Duration::from_secs(180),

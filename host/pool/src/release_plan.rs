@@ -17,7 +17,7 @@ use crate::handshake::{self, HandshakeInput};
 use crate::node_view::NodeView;
 use crate::pool::count;
 use crate::select;
-use crate::tags::cluster_tag;
+use crate::tags::Ownership;
 use crate::watermarks;
 
 #[derive(Debug, Clone, Copy)]
@@ -33,7 +33,8 @@ pub struct ReleasePlanInput<'a> {
     /// The operator's setting: delete interfaces of ours that hold nothing
     /// needed (only when the provider can delete interfaces).
     pub free_interfaces: bool,
-    pub cluster_name: &'a str,
+    /// Which interfaces are this operator's to free.
+    pub ownership: &'a Ownership,
     /// When the operator first saw each candidate as excess.
     pub first_seen: &'a BTreeMap<String, Instant>,
     pub now: Instant,
@@ -87,7 +88,7 @@ fn candidates<'a>(
     pool: &BTreeMap<String, AllocationIp>,
     pending_pods: u32,
     free_interfaces: bool,
-    cluster_name: &str,
+    ownership: &Ownership,
 ) -> (BTreeSet<String>, Option<&'a NetworkInterface>) {
     let used: BTreeSet<String> = node.status.ipam.used.keys().cloned().collect();
     let excess = watermarks::excess(
@@ -104,7 +105,7 @@ fn candidates<'a>(
             excess,
             first,
             &exclude,
-            &cluster_tag(cluster_name),
+            ownership,
             node.spec.eni.use_primary_address,
         ) {
             return (
@@ -153,7 +154,7 @@ pub fn plan(input: &ReleasePlanInput<'_>) -> ReleasePlan {
             input.pool,
             input.pending_pods,
             input.free_interfaces && input.capabilities.delete_interface,
-            input.cluster_name,
+            input.ownership,
         )
     } else {
         (BTreeSet::new(), None)

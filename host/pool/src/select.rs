@@ -4,6 +4,8 @@
 
 use ipam_cloud::{InstanceLimits, NetworkInterface, SecurityGroup, Subnet, Tag};
 
+use crate::tags::Ownership;
+
 /// Addresses one interface can hold for pods: its slots less the primary
 /// address (unless `use_primary_address`), sixteen per slot with /28 prefixes.
 pub fn interface_capacity(
@@ -161,8 +163,8 @@ pub fn pool_addresses(interface: &NetworkInterface, use_primary_address: bool) -
         .collect()
 }
 
-/// A whole interface to free: not the primary, usable, created by this
-/// operator (`owner` tag), no address of it in use, and all of its pool
+/// A whole interface to free: not the primary, usable, this operator's
+/// (created by it or adopted, [`Ownership`]), no address of it in use, and all of its pool
 /// addresses within `excess`. The largest such interface (highest index on a
 /// tie), so one delete returns the most. Its addresses go through the release
 /// handshake like any others before the interface is deleted.
@@ -172,7 +174,7 @@ pub fn interface_to_free<'a>(
     excess: u32,
     first_interface_index: u32,
     exclude_tags: &[Tag],
-    owner: &Tag,
+    owner: &Ownership,
     use_primary_address: bool,
 ) -> Option<ReleaseChoice<'a>> {
     if excess == 0 {
@@ -181,7 +183,7 @@ pub fn interface_to_free<'a>(
     interfaces
         .iter()
         .filter(|i| {
-            i.index != 0 && usable(i, first_interface_index, exclude_tags) && i.tags.contains(owner)
+            i.index != 0 && usable(i, first_interface_index, exclude_tags) && owner.owns(&i.tags)
         })
         .map(|i| (i, pool_addresses(i, use_primary_address)))
         .filter(|(_, addresses)| {
@@ -364,14 +366,14 @@ mod tests {
     }
 
     fn owned(mut interface: NetworkInterface) -> NetworkInterface {
-        interface.tags.push(tag("owner", "us"));
+        interface.tags.push(crate::tags::cluster_tag("us"));
         interface
     }
 
     #[test]
     fn interface_to_free_takes_only_whole_unused_interfaces_of_ours() {
         let used = |ips: &[&str]| ips.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
-        let owner = tag("owner", "us");
+        let owner = Ownership::own_only("us");
         let mut with_prefix = owned(eni(3, 0, "s"));
         with_prefix.prefixes.push("10.0.3.16/28".parse().unwrap());
         let interfaces = vec![

@@ -4,8 +4,10 @@
 //! which also brings the node's bpffs (mounted HostToContainer), the object
 //! and bpffs settings, and ipam-cni chained after ptp in the installed
 //! conflist, in host/cni/README.md's form; its RBAC only the verbs the
-//! agent uses, the init container writes the plugin and the network
-//! configuration into the host's CNI directories, helm and kustomize agree,
+//! agent uses, the init container writes the plugin into the host's CNI
+//! plugin directory and the agent is given the conflist and the host's CNI
+//! directories to install it into (and remove it and the plugin from at
+//! uninstall, knowing its pod from the downward API), helm and kustomize agree,
 //! and the node-restriction ValidatingAdmissionPolicy is there when on,
 //! absent when off, and admits (by a model of its CEL, tied to the rendered
 //! text) only a caller's own node.
@@ -107,6 +109,21 @@ fn check_agent(what: &str, objects: &[Value], datapath: Option<&Datapath>) {
     for shared in ["hostPID", "hostIPC"] {
         assert!(get(pod, shared).is_null(), "{what}: {shared}");
     }
+    // Linux nodes only, the agent and the operator beside it: the agent's
+    // routes, nftables and bpffs are Linux's, and so are the images.
+    let operator = get(
+        find(objects, "Deployment", "ipam-operator"),
+        "spec.template.spec",
+    );
+    for (who, spec) in [("agent", pod), ("operator", operator)] {
+        assert_eq!(
+            get(spec, "nodeSelector")
+                .get("kubernetes.io/os")
+                .and_then(Value::as_str),
+            Some("linux"),
+            "{what}: the {who}'s nodeSelector"
+        );
+    }
     assert!(
         get(pod, "tolerations")
             .as_sequence()
@@ -134,15 +151,21 @@ fn check_agent(what: &str, objects: &[Value], datapath: Option<&Datapath>) {
         Some(0),
         "{what}: capabilities are only effective for root without ambient capabilities"
     );
-    assert_eq!(
-        get(
-            named(get(agent, "env"), "NODE_NAME").expect("NODE_NAME"),
-            "valueFrom.fieldRef.fieldPath"
-        )
-        .as_str(),
-        Some("spec.nodeName"),
-        "{what}"
-    );
+    for (variable, field) in [
+        ("NODE_NAME", "spec.nodeName"),
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ] {
+        assert_eq!(
+            get(
+                named(get(agent, "env"), variable).expect(variable),
+                "valueFrom.fieldRef.fieldPath"
+            )
+            .as_str(),
+            Some(field),
+            "{what}: {variable}"
+        );
+    }
     let port = get(
         named(get(agent, "ports"), "metrics").expect("a metrics port"),
         "containerPort",
@@ -167,8 +190,8 @@ fn check_agent(what: &str, objects: &[Value], datapath: Option<&Datapath>) {
     }
 
     // Host paths: the state and socket directories (and with the datapath,
-    // the node's bpffs, which must be there already) for the agent, the CNI
-    // directories for the init container alone, nothing else.
+    // the node's bpffs, which must be there already) and the CNI
+    // directories, nothing else.
     let host_paths: BTreeMap<String, (String, String)> = get(pod, "volumes")
         .as_sequence()
         .into_iter()
@@ -194,13 +217,20 @@ fn check_agent(what: &str, objects: &[Value], datapath: Option<&Datapath>) {
     assert_eq!(host_paths, expected, "{what}: hostPath volumes");
     let agent_mounts = mounts(agent);
     let mounted: &[&str] = match datapath {
-        Some(_) => &["bpffs", "socket-dir", "state"],
-        None => &["socket-dir", "state"],
+        Some(_) => &[
+            "bpffs",
+            "cni-bin",
+            "cni-conf",
+            "cni-config",
+            "socket-dir",
+            "state",
+        ],
+        None => &["cni-bin", "cni-conf", "cni-config", "socket-dir", "state"],
     };
     assert_eq!(
         agent_mounts.keys().collect::<Vec<_>>(),
         mounted,
-        "{what}: the agent mounts its state and socket directories (and bpffs) only"
+        "{what}: the agent mounts its state and socket directories, the CNI ones (and bpffs) only"
     );
     check_datapath(what, agent, datapath);
     assert_eq!(
@@ -292,10 +322,12 @@ fn installed_conflist(objects: &[Value]) -> serde_json::Value {
 }
 
 /// The init container is `ipam-agent install-cni` (no shell in the image),
-/// writing the plugin from the image into the host's CNI bin directory and
-/// the ConfigMap's conflist into its conf directory (the subcommand writes
-/// each beside its target and renames it over); the configuration names
-/// ipam-cni with the agent's socket.
+/// writing the plugin from the image into the host's CNI bin directory
+/// (beside its target, renamed over it); the agent is given the
+/// ConfigMap's conflist to install into the host's conf directory once it
+/// serves (no take-over by default) and the bin directory to remove the
+/// plugin from at uninstall; the configuration names ipam-cni with the
+/// agent's socket.
 fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str, datapath: bool) {
     let init = get(pod, "initContainers.0");
     assert_eq!(get(init, "name").as_str(), Some("install-cni"), "{what}");
@@ -338,16 +370,37 @@ fn check_cni_install(what: &str, objects: &[Value], pod: &Value, socket: &str, d
         .filter_map(Value::as_str)
         .collect();
     assert_eq!(conf_names, ["05-ipam.conflist"], "{what}");
-    let conf_source = format!("{}/05-ipam.conflist", init_mounts["cni-config"]);
+    assert_eq!(
+        init_mounts.keys().collect::<Vec<_>>(),
+        ["cni-bin"],
+        "{what}: install-cni writes the plugin alone"
+    );
     assert_eq!(
         flags,
         BTreeMap::from([
             ("--plugin", "/usr/local/bin/ipam-cni"),
-            ("--conflist", conf_source.as_str()),
             ("--cni-bin-dir", init_mounts["cni-bin"].as_str()),
-            ("--cni-conf-dir", init_mounts["cni-conf"].as_str()),
         ]),
         "{what}: install-cni's flags"
+    );
+    let agent = get(pod, "containers.0");
+    let agent_mounts = mounts(agent);
+    let conf_source = format!("{}/05-ipam.conflist", agent_mounts["cni-config"]);
+    for (variable, value) in [
+        ("IPAM_CNI_CONFLIST", conf_source.as_str()),
+        ("IPAM_CNI_CONF_DIR", agent_mounts["cni-conf"].as_str()),
+        ("IPAM_CNI_BIN_DIR", agent_mounts["cni-bin"].as_str()),
+        ("IPAM_CNI_TAKE_OVER", "false"),
+    ] {
+        assert_eq!(
+            env_value(agent, variable),
+            Some(value),
+            "{what}: {variable}"
+        );
+    }
+    assert_eq!(
+        agent_mounts["cni-bin"], init_mounts["cni-bin"],
+        "{what}: the plugin is removed from where it was installed"
     );
     let conflist = installed_conflist(objects);
     assert_eq!(conflist["cniVersion"], "1.0.0");
@@ -394,6 +447,7 @@ fn check_agent_rbac(what: &str, objects: &[Value]) {
         ("cilium.io", "ciliumnodes/status", &["update", "patch"]),
         ("", "nodes", &["get", "list", "watch"]),
         ("", "pods", &["get", "list", "watch"]),
+        ("apps", "daemonsets", &["get"]),
     ]
     .into_iter()
     .map(|(group, resource, verbs)| {
@@ -489,6 +543,9 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
         ("IPAM_AGENT_ROUTING", Some("false")),
         ("IPAM_AGENT_SOCKET", Some("/run/elsewhere/agent.sock")),
         ("IPAM_AGENT_LISTEN", Some("0.0.0.0:9000")),
+        // Unset: the agent's default by cloud (on with aws and azure).
+        ("IPAM_AGENT_SNAT", None),
+        ("IPAM_AGENT_SNAT_EXCLUDE_CIDRS", None),
     ] {
         assert_eq!(env_value(agent, name), value, "{name}");
     }
@@ -519,6 +576,15 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
     assert!(get(pod, "initContainers").is_null());
     assert!(named(get(pod, "volumes"), "cni-bin").is_none());
     assert!(objects_of(&objects, "ipam-agent-cni").is_empty());
+    let agent = get(pod, "containers.0");
+    for variable in ["IPAM_CNI_CONFLIST", "IPAM_CNI_CONF_DIR", "IPAM_CNI_BIN_DIR"] {
+        assert_eq!(
+            env_value(agent, variable),
+            None,
+            "no CNI install: {variable}"
+        );
+    }
+    assert!(mounts(agent).keys().all(|m| !m.starts_with("cni")));
 
     // The datapath's settings, with a socket elsewhere.
     let datapath = dir.path().join("datapath.yaml");
@@ -566,6 +632,9 @@ fn the_agent_passes_its_settings_and_the_schema_refuses_malformed_ones() {
         ("agent: {ipam: {preAllocate: -1}}", "preAllocate"),
         ("agent: {eni: {subnetTags: {'a,b': c}}}", "'a,b'"),
         ("agent: {stateDir: relative}", "stateDir"),
+        ("agent: {snat: {enabled: maybe}}", "enabled"),
+        ("agent: {snat: {excludeCidrs: [10.0.0.0]}}", "excludeCidrs"),
+        ("agent: {cni: {takeOver: 'yes'}}", "takeOver"),
         (
             "agent: {enabled: true, stateDir: /run/./ipam-agent/}",
             "stateDir",

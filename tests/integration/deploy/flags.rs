@@ -108,6 +108,14 @@ const OPERATOR: &[(&str, Reach)] = &[
     ("--max-concurrent-nodes", v("pools.maxConcurrentNodes", "1010", "1010")),
     ("--gc-interval-seconds", v("interfaceGC.intervalSeconds", "1011", "1011")),
     ("--gc-grace-seconds", v("interfaceGC.graceSeconds", "1012", "1012")),
+    (
+        "--adopt-interface-tags",
+        v(
+            "interfaceGC.adoptTags",
+            "[io.cilium/cluster-name=prod, io.cilium/cilium-managed=true]",
+            "io.cilium/cluster-name=prod,io.cilium/cilium-managed=true",
+        ),
+    ),
     ("--other-writer-window-seconds", v("otherWriters.windowSeconds", "1025", "1025")),
     (
         "--other-writer-ignore-managers",
@@ -170,7 +178,7 @@ const AGENT: &[(&str, Reach)] = &[
     ("--imds-endpoint", v("agent.imdsEndpoint", "http://127.0.0.1:1338", "http://127.0.0.1:1338")),
     (
         "--instance-id",
-        NotExposed("each node's own: a DaemonSet-wide value would give every node the same; from the metadata service"),
+        NotExposed("each node's own: a DaemonSet-wide value would give every node the same; from the metadata service or the Node's spec.providerID"),
     ),
     ("--instance-type", v("agent.instance.type", "m5.large", "m5.large")),
     ("--availability-zone", v("agent.instance.availabilityZone", "us-east-1a", "us-east-1a")),
@@ -189,6 +197,20 @@ const AGENT: &[(&str, Reach)] = &[
     ("--socket", v("agent.socketDir", "/run/elsewhere", "/run/elsewhere/agent.sock")),
     ("--listen", v("agent.listenPort", "9100", "0.0.0.0:9100")),
     ("--routing", v("agent.routing", "false", "false")),
+    ("--snat", v("agent.snat.enabled", "false", "false")),
+    (
+        "--snat-exclude-cidrs",
+        v("agent.snat.excludeCidrs", "[192.168.0.0/16, 172.16.0.0/12]", "192.168.0.0/16,172.16.0.0/12"),
+    ),
+    (
+        "--cni-conflist",
+        v("agent.cni.confName", "00-ipam.conflist", "/etc/ipam-agent/cni/00-ipam.conflist"),
+    ),
+    ("--cni-conf-dir", Chart("agent.cni.confDir on the node, mounted at /host/cni-conf")),
+    ("--cni-bin-dir", Chart("agent.cni.binDir on the node, mounted at /host/cni-bin")),
+    ("--cni-take-over", v("agent.cni.takeOver", "true", "true")),
+    ("--pod-name", Chart("POD_NAME from the downward API (metadata.name)")),
+    ("--pod-namespace", Chart("POD_NAMESPACE from the downward API (metadata.namespace)")),
     ("--datapath-object", v("agent.datapath.object", "/opt/datapath.o", "/opt/datapath.o")),
     ("--bpffs", v("agent.datapath.bpffs", "/run/bpf", "/run/bpf")),
     ("--host-address-sync-secs", v("agent.datapath.hostAddressSyncSeconds", "1023", "1023")),

@@ -31,7 +31,7 @@ const HOST_ADDED: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 200);
 
 /// The object `cargo xtask ebpf` builds; `IPAM_EBPF_OBJECT` names it when
 /// xtask runs the tests.
-fn ebpf_object() -> PathBuf {
+pub fn ebpf_object() -> PathBuf {
     let path = std::env::var_os("IPAM_EBPF_OBJECT")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -69,6 +69,10 @@ impl TestBpffs {
         )
         .unwrap_or_else(|e| panic!("mounting bpffs on {}: {e}", bpffs.0.display()));
         bpffs
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
     }
 
     pub fn pins(&self) -> PinDir {

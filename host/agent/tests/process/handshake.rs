@@ -11,7 +11,7 @@ use ipam_fake_apiserver::{FakeApiServer, CILIUMNODES};
 use serde_json::{json, Value};
 
 use crate::support::{
-    cilium_node, kill, node_object, pool, until_node, AgentSetup, Running, NODE, NODES,
+    cilium_node, kill, node_object, pool, until, until_node, AgentSetup, Running, NODE, NODES,
 };
 
 pub fn attachment(id: &str) -> Attachment {
@@ -170,7 +170,30 @@ async fn used_is_published_and_the_handshake_is_answered_as_cilium_agent_does() 
             );
         }
     }
-    let metrics = setup.metrics(None);
+    // A CHECK of an attachment the agent never saw fails, and is counted
+    // by its result, as every CNI error is.
+    match request(
+        socket.clone(),
+        AgentRequest::Check {
+            attachment: attachment("never-added"),
+        },
+    )
+    .await
+    {
+        AgentResponse::Failed(error) => assert_eq!(error.code, 3, "{error:?}"),
+        other => panic!("an unknown attachment checked: {other:?}"),
+    }
+    // Counted once the answer is written: polled for.
+    let metrics = until("the failed CHECK counted", || {
+        let metrics = setup.metrics(None);
+        match metrics.contains(
+            "ipam_agent_cni_requests_total{command=\"CHECK\",result=\"unknown-container\"} 1",
+        ) {
+            true => Ok(metrics),
+            false => Err(metrics),
+        }
+    })
+    .await;
     assert!(
         metrics.contains("ipam_agent_cni_requests_total{command=\"ADD\",result=\"ok\"} 2"),
         "{metrics}"

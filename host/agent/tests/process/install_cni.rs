@@ -1,8 +1,9 @@
-//! `ipam-agent install-cni` as the init container runs it: flags from the
-//! environment, the plugin and the conflist put in place with their modes
-//! and no temporary left, a running plugin replaced (no "text file busy"),
-//! a bad conflist refused with nothing written, and the agent's own
-//! environment (NODE_NAME, ...) no obstacle.
+//! `ipam-agent install-cni`: as the init container runs it, the plugin
+//! alone; with `--conflist`, the conflist too. Flags from the environment,
+//! the files put in place with their modes and no temporary left, a
+//! running plugin replaced (no "text file busy"), a bad conflist refused
+//! with nothing written, and the agent's own environment (NODE_NAME, ...)
+//! no obstacle.
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -178,7 +179,7 @@ fn a_bad_conflist_is_refused_and_nothing_is_written() {
 }
 
 #[test]
-fn the_agent_prints_its_version_and_install_cni_needs_a_conflist() {
+fn the_agent_prints_its_version_and_install_cni_alone_installs_the_plugin() {
     let version = Command::new(agent_binary())
         .arg("--version")
         .env_clear()
@@ -188,13 +189,29 @@ fn the_agent_prints_its_version_and_install_cni_needs_a_conflist() {
         String::from_utf8_lossy(&version.stdout).trim(),
         format!("ipam-agent {}", env!("CARGO_PKG_VERSION"))
     );
-    let missing = Command::new(agent_binary())
+    // As the DaemonSet's init container runs it: the plugin, no conflist
+    // (the agent installs that once it serves).
+    let node = Node::new();
+    let plugin_only = Command::new(agent_binary())
         .arg("install-cni")
         .env_clear()
+        .env("IPAM_AGENT_CNI_PLUGIN", plugin_binary())
+        .env("IPAM_AGENT_CNI_BIN_DIR", node.bin_dir())
+        .env("IPAM_AGENT_CNI_CONF_DIR", node.conf_dir())
         .output()
         .expect("ipam-agent runs");
-    assert_eq!(missing.status.code(), Some(2), "{missing:?}");
-    assert!(String::from_utf8_lossy(&missing.stderr).contains("--conflist"));
+    succeeded(&plugin_only);
+    assert_eq!(listing(&node.bin_dir()), [("ipam-cni".into(), 0o755)]);
+    assert!(listing(&node.conf_dir()).is_empty(), "no conflist");
+    // Without a plugin to install, an error naming it.
+    let missing = Command::new(agent_binary())
+        .args(["install-cni", "--plugin=/nonexistent/ipam-cni"])
+        .env_clear()
+        .env("IPAM_AGENT_CNI_BIN_DIR", node.bin_dir())
+        .output()
+        .expect("ipam-agent runs");
+    assert_eq!(missing.status.code(), Some(1), "{missing:?}");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/ipam-cni"));
     // The agent itself still needs its node name.
     let agent = Command::new(agent_binary())
         .env_clear()

@@ -9,6 +9,7 @@
 
 mod capabilities;
 mod cni_chain;
+mod conflist;
 mod crash;
 mod datapath;
 mod handshake;
@@ -16,5 +17,7 @@ mod install_cni;
 mod node_ns;
 mod reboot;
 mod registration;
+mod snat;
 mod startup;
 mod support;
+mod uninstall;

@@ -6,7 +6,7 @@
 use ipam_fake_apiserver::{FakeApiServer, CILIUMNODES};
 use serde_json::json;
 
-use crate::support::{http_stub, kill, node_object, until_node, AgentSetup, NODE, NODES};
+use crate::support::{http_stub, kill, node_object, until, until_node, AgentSetup, NODE, NODES};
 
 const TOKEN: &str = "imds-token";
 const MAC: &str = "0e:12:34:56:78:9a";
@@ -133,5 +133,136 @@ async fn an_azure_node_registers_from_imds_and_an_existing_node_keeps_the_operat
         json!({"10.0.0.9": {"resource": "nic-0"}}),
         "the operator's pool is kept"
     );
+    kill(&mut agent);
+}
+
+/// The Node with a provider id and the cloud controller manager's labels.
+fn node_with_provider_id(provider_id: &str) -> serde_json::Value {
+    let mut node = node_object();
+    node["spec"] = json!({"providerID": provider_id});
+    node["metadata"]["labels"] = json!({
+        "node.kubernetes.io/instance-type": "m6i.large",
+        "topology.kubernetes.io/zone": "us-east-1a",
+    });
+    node
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_metadata_service_the_instance_id_is_the_nodes_provider_id() {
+    let server = FakeApiServer::default();
+    let api = server.serve_http().await;
+    // Registered by the kubelet before the cloud controller manager set
+    // its provider id.
+    server.put(NODES, node_object());
+    let setup = AgentSetup::new(api, &["--routing=false"]);
+    let (mut agent, log) = setup.start_logged(None);
+    let health = setup.health.clone();
+    // Three failed attempts (1 s, 2 s, then 4 s to wait), each shown in
+    // /readyz, and one warning in the log, not one per attempt.
+    let body = until(
+        "/readyz after the third attempt",
+        || match crate::support::http_get(&health, "/readyz") {
+            Some((503, body)) if body.contains("retrying in 4s") => Ok(body),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+    assert!(
+        body.contains("no instance id for Node n1")
+            && body.contains("--cloud=none")
+            && body.contains("spec.providerID"),
+        "{body}"
+    );
+    let text = std::fs::read_to_string(&log).expect("the agent's log");
+    let warnings = text
+        .lines()
+        .filter(|line| line.contains("WARN") && line.contains("reading the instance's facts"))
+        .count();
+    assert_eq!(warnings, 1, "one warning for the same error:\n{text}");
+    assert!(
+        server.get(CILIUMNODES, NODE).is_none(),
+        "nothing registered yet"
+    );
+
+    server.put(
+        NODES,
+        node_with_provider_id("aws:///us-east-1a/i-0123456789abcdef0"),
+    );
+    setup.wait_ready(None, &mut agent);
+    let node = until_node(&server, "registered", |n| {
+        n["spec"]["instance-id"] != json!(null)
+    })
+    .await;
+    assert_eq!(node["spec"]["instance-id"], "i-0123456789abcdef0");
+    assert_eq!(node["spec"]["eni"]["availability-zone"], "us-east-1a");
+    assert_eq!(node["spec"]["eni"]["instance-type"], "m6i.large");
+    assert!(
+        node["spec"]["eni"].get("vpc-id").is_none(),
+        "a fact not known is not named: {node}"
+    );
+    let text = std::fs::read_to_string(&log).expect("the agent's log");
+    assert!(
+        text.contains("Node spec.providerID") && text.contains("instance facts read"),
+        "{text}"
+    );
+    kill(&mut agent);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn when_the_metadata_service_fails_the_provider_id_stands_in_and_known_facts_stay() {
+    let server = FakeApiServer::default();
+    let api = server.serve_http().await;
+    server.put(
+        NODES,
+        node_with_provider_id("aws:///us-east-1a/i-0123456789abcdef0"),
+    );
+    // Registered by an earlier run that had the metadata service.
+    server.put(
+        CILIUMNODES,
+        json!({"apiVersion": "cilium.io/v2", "kind": "CiliumNode", "metadata": {"name": NODE},
+               "spec": {"instance-id": "i-0123456789abcdef0",
+                        "eni": {"vpc-id": "vpc-1", "node-subnet-id": "subnet-1"}}}),
+    );
+    let imds = http_stub(|_, _, _| (500, "down for maintenance".into()));
+    let setup = AgentSetup::new(
+        api,
+        &[
+            "--cloud=aws",
+            &format!("--imds-endpoint=http://{imds}"),
+            "--routing=false",
+        ],
+    );
+    let mut agent = setup.start(None);
+    setup.wait_ready(None, &mut agent);
+    let node = until_node(&server, "registered again", |n| {
+        n["spec"]["eni"]["instance-type"] == "m6i.large"
+    })
+    .await;
+    assert_eq!(node["spec"]["instance-id"], "i-0123456789abcdef0");
+    assert_eq!(node["spec"]["eni"]["vpc-id"], "vpc-1", "kept: {node}");
+    assert_eq!(node["spec"]["eni"]["node-subnet-id"], "subnet-1");
+    kill(&mut agent);
+
+    // A provider id of another cloud is refused, naming both.
+    server.put(
+        NODES,
+        node_with_provider_id(
+            "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm",
+        ),
+    );
+    let mut agent = setup.start(None);
+    let health = setup.health.clone();
+    until(
+        "/readyz naming the other cloud",
+        || match crate::support::http_get(&health, "/readyz") {
+            Some((503, body))
+                if body.contains("azure instance") && body.contains("--cloud=aws") =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
     kill(&mut agent);
 }

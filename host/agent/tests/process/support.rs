@@ -153,6 +153,19 @@ impl AgentSetup {
         })
     }
 
+    /// Start the agent as `start` does, its log (standard error) going to
+    /// a file in the setup's directory, whose path is returned; each start
+    /// appends to it.
+    pub fn start_logged(&self, ns: Option<&NetNs>) -> (Running, PathBuf) {
+        let path = self.dir.path().join("agent.log");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("the agent's log file");
+        (self.start_through(ns, &[], Stdio::from(file)), path)
+    }
+
     /// Wait until /readyz answers 200 (from inside `ns` when given).
     pub fn wait_ready(&self, ns: Option<&NetNs>, child: &mut Child) {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -293,6 +306,26 @@ impl std::ops::DerefMut for Running {
 impl Drop for Running {
     fn drop(&mut self) {
         kill(&mut self.0);
+    }
+}
+
+/// SIGTERM, and the exit status once the agent has stopped (within 20 s).
+pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let signalled = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(signalled.success(), "kill -TERM {}", child.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().expect("waiting for the agent") {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent still runs 20 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -10,7 +10,7 @@ use ipam_cloud::{CloudApi, CreateInterfaceRequest, Operation, ProviderError, Tag
 use ipam_engine::clock::unix_now;
 use ipam_engine::{LeakCollector, LoopSettings, MemoryNodeStore, Metrics};
 use ipam_fake_cloud::FakeCloud;
-use ipam_pool::tags::{cluster_tag, NODE_TAG};
+use ipam_pool::tags::{cluster_tag, Ownership, NODE_TAG};
 use tokio::time::{sleep_until, Instant};
 
 use crate::support::{
@@ -171,7 +171,7 @@ async fn the_collector_spares_young_and_foreign_interfaces() {
     maintainer.allocate("n1", 0).await.unwrap();
     assert_eq!(fake.detached().len(), 2, "theirs and ours");
 
-    let patient = LeakCollector::new(CLUSTER, 3600);
+    let patient = LeakCollector::new(Ownership::own_only(CLUSTER), 3600);
     assert_eq!(
         patient
             .round(fake.as_ref(), unix_now(), &Default::default())
@@ -182,7 +182,7 @@ async fn the_collector_spares_young_and_foreign_interfaces() {
         0,
         "too young"
     );
-    let collector = LeakCollector::new(CLUSTER, 60);
+    let collector = LeakCollector::new(Ownership::own_only(CLUSTER), 60);
     let later = unix_now() + 120;
     let first = collector
         .round(fake.as_ref(), later, &Default::default())
@@ -239,7 +239,7 @@ async fn a_lying_detached_listing_never_gets_an_attached_or_foreign_interface_de
     let parts = maintainer.parts();
     parts.cache.resync_all(parts.cloud.as_ref()).await.unwrap();
 
-    let collector = LeakCollector::new(CLUSTER, 0);
+    let collector = LeakCollector::new(Ownership::own_only(CLUSTER), 0);
     let attached = parts.cache.attached_interfaces();
     assert!(attached.contains(&ours.id));
     let later = unix_now() + 3_600;

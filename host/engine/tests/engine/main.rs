@@ -13,6 +13,7 @@ mod engine_loop;
 mod faults;
 mod instance_cache;
 mod maintainer;
+mod plan;
 mod prefixes;
 mod rate_limits;
 mod release;

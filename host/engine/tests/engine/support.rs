@@ -84,6 +84,7 @@ pub fn pod_interfaces_node(name: &str, instance: &str, pre: u32) -> CiliumNode {
 pub fn settings() -> MaintenanceSettings {
     MaintenanceSettings {
         cluster_name: CLUSTER.into(),
+        adoption_tags: Vec::new(),
         prefix_delegation: false,
         release_delay: Duration::from_secs(30),
         free_interfaces: false,

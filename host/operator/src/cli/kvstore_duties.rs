@@ -14,6 +14,7 @@ use ipam_clustermesh::{
     ServicesStore, ServicesView,
 };
 use ipam_kvstore::heartbeat::Heartbeat;
+use ipam_kvstore::heartbeat_metrics::HeartbeatMetrics;
 use ipam_kvstore::identity_gc::{IdentityGc, IdentityGcSettings};
 use ipam_kvstore::lock_sweeper::{LockSweeper, LockSweeperSettings};
 use ipam_kvstore::mesh::ClusterMesh;
@@ -24,7 +25,7 @@ use crate::duties::Duties;
 
 /// Start the kvstore duties the flags enable, on `store`; cilium-agent's
 /// pods are looked for in `namespace` unless --cilium-pod-namespace names
-/// another.
+/// another. Each heartbeat written is recorded in `heartbeat_metrics`.
 pub fn start(
     duties: &mut Duties,
     args: &KvstoreArgs,
@@ -32,12 +33,14 @@ pub fn start(
     namespace: &str,
     store: Arc<dyn SharedStore>,
     client: &kube::Client,
+    heartbeat_metrics: &Arc<HeartbeatMetrics>,
 ) -> anyhow::Result<()> {
     let mesh = args.mesh()?;
     if args.kvstore_heartbeat {
         let (store, settings) = (store.clone(), args.heartbeat(cluster_name, mesh));
+        let metrics = heartbeat_metrics.clone();
         duties.start("heartbeat", move || {
-            Heartbeat::new(store.clone(), settings.clone())
+            Heartbeat::new(store.clone(), settings.clone()).with_metrics(metrics.clone())
         });
     }
     if args.kvstore_lock_sweeper {

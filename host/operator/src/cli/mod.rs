@@ -4,6 +4,7 @@ mod ipam_mode;
 mod kvstore_args;
 mod kvstore_duties;
 mod other_writer_args;
+mod plan;
 mod provider;
 mod registry_args;
 mod run;
@@ -53,6 +54,12 @@ enum Command {
     /// Run the operator in a cluster: watch CiliumNodes, keep their pools
     /// with the provider module, serve health and metrics.
     Run(Box<run::RunArgs>),
+    /// What `run` with the same flags would do first, read from the
+    /// CiliumNodes and the cloud, changing neither: per node the pool kept
+    /// as it is, the interfaces created, the addresses assigned and marked
+    /// for release, the interfaces the GC would delete, and the cloud calls
+    /// with their rate-model cost.
+    Plan(Box<plan::PlanArgs>),
     /// Run the engine against the mock provider and simulated nodes whose
     /// pods come and go; prints progress and a summary.
     Simulate(simulate::SimulateArgs),
@@ -70,14 +77,19 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .enable_all()
             .build()?
             .block_on(run::run(*args)),
+        Command::Plan(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(plan::run(*args)),
     }
 }
 
-/// The command line with `run --config FILE` (or `IPAM_CONFIG`) expanded:
-/// the file's keys become flags placed right after `run`, so the command
-/// line's own flags and environment variables... come after and win.
+/// The command line with `run --config FILE` (or `plan --config FILE`, or
+/// `IPAM_CONFIG`) expanded: the file's keys become flags placed right after
+/// the command, so the command line's own flags and environment
+/// variables... come after and win.
 pub fn expand_config_file(args: Vec<String>) -> anyhow::Result<Vec<String>> {
-    let Some(at) = args.iter().position(|a| a == "run") else {
+    let Some(at) = args.iter().position(|a| a == "run" || a == "plan") else {
         return Ok(args);
     };
     let mut file = std::env::var("IPAM_CONFIG").ok();

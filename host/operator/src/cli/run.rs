@@ -11,14 +11,17 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use ipam_cloud::rate::BucketConfig;
+use ipam_cloud::Tag;
 use ipam_clouds::Cloud;
 use ipam_duty::DutyMetrics;
-use ipam_engine::{LoopSettings, MaintenanceSettings, Metrics};
+use ipam_engine::{IpamMode, LoopSettings, MaintenanceSettings, Metrics};
 use ipam_health_http::startup::Startup;
 use ipam_k8s::endpoint_gc::{EndpointGc, EndpointGcSettings};
+use ipam_k8s::leader_metrics::LeaderMetrics;
 use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
 use ipam_k8s::other_writers::{writing, OtherWriterWatch};
+use ipam_kvstore::heartbeat_metrics::HeartbeatMetrics;
 use ipam_provider_runtime::host_budget::OverBudget;
 use ipam_provider_runtime::{BudgetSink, CallLimits};
 use tokio::sync::watch;
@@ -188,9 +191,22 @@ pub struct RunArgs {
     pub provider_special_addresses: Vec<IpAddr>,
 
     /// Tagged on every interface this operator creates; GC and interface
-    /// freeing touch only interfaces with this cluster's tag.
+    /// freeing touch only interfaces with this cluster's tag (or with the
+    /// adoption tags).
     #[arg(long, env = "IPAM_CLUSTER_NAME", default_value = "default")]
     pub cluster_name: String,
+    /// Interfaces carrying every one of these tags (KEY=VALUE, comma
+    /// separated) are freed and collected like this cluster's own: the
+    /// ENIs Cilium's operator created, with
+    /// io.cilium/cluster-name=CLUSTER. Empty: only this cluster's own.
+    #[arg(
+        long,
+        env = "IPAM_ADOPT_INTERFACE_TAGS",
+        value_delimiter = ',',
+        value_name = "KEY=VALUE",
+        value_parser = parse_tag
+    )]
+    pub adopt_interface_tags: Vec<Tag>,
     /// Use /28 prefixes where the instance type allows.
     #[arg(long, env = "IPAM_PREFIX_DELEGATION", default_value_t = false, action = clap::ArgAction::Set)]
     pub prefix_delegation: bool,
@@ -266,6 +282,36 @@ pub struct RunArgs {
     pub kubeconfig: Option<PathBuf>,
 }
 
+/// One `--adopt-interface-tags` item: KEY=VALUE, the key not empty.
+fn parse_tag(text: &str) -> Result<Tag, String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: write KEY=VALUE, e.g. io.cilium/cluster-name=prod"))?;
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(format!("{text:?}: the tag's key is empty"));
+    }
+    Ok(Tag {
+        key: key.to_string(),
+        value: value.trim().to_string(),
+    })
+}
+
+impl RunArgs {
+    /// The engine's maintenance settings these flags give, in `mode`.
+    pub(super) fn maintenance_settings(&self, ipam_mode: IpamMode) -> MaintenanceSettings {
+        MaintenanceSettings {
+            cluster_name: self.cluster_name.clone(),
+            adoption_tags: self.adopt_interface_tags.clone(),
+            prefix_delegation: self.prefix_delegation,
+            release_delay: Duration::from_secs(self.release_delay_seconds),
+            free_interfaces: self.free_interfaces,
+            ipam_mode,
+            ..MaintenanceSettings::default()
+        }
+    }
+}
+
 /// Flags read from `--config FILE`, as `--key=value` arguments placed before
 /// the command line's own (later occurrences win).
 pub fn config_file_args(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
@@ -318,6 +364,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // /readyz says which of its steps are still waited for.
     let metrics = Arc::new(Metrics::new());
     let duty_metrics = Arc::new(DutyMetrics::new());
+    let leader_metrics = Arc::new(LeaderMetrics::new());
+    // The heartbeat's gauge is shown only where the heartbeat runs, so an
+    // alert on its age never fires for an operator without one.
+    let heartbeat_metrics = Arc::new(HeartbeatMetrics::new());
+    let heartbeat_on = args.kvstore.enabled() && args.kvstore.kvstore_heartbeat;
     let startup = Startup::<StartStep>::default();
     let (ready_tx, ready) = watch::channel(false);
     let (pause_tx, pause) = watch::channel(None);
@@ -336,6 +387,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             metrics.clone(),
             &duty_metrics,
             &startup,
+            &leader_metrics,
+            heartbeat_on.then_some(heartbeat_metrics.as_ref()),
         ),
         until_stop(stop.clone()),
     ));
@@ -378,14 +431,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let operator = Operator {
         store,
         cloud,
-        settings: MaintenanceSettings {
-            cluster_name: args.cluster_name.clone(),
-            prefix_delegation: args.prefix_delegation,
-            release_delay: Duration::from_secs(args.release_delay_seconds),
-            free_interfaces: args.free_interfaces,
-            ipam_mode,
-            ..MaintenanceSettings::default()
-        },
+        settings: args.maintenance_settings(ipam_mode),
         config: LoopSettings {
             resync_interval: Duration::from_secs(args.resync_seconds),
             max_concurrent_nodes: args.max_concurrent_nodes.max(1),
@@ -418,6 +464,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             &args.lease_namespace,
             store.clone(),
             &client,
+            &heartbeat_metrics,
         )?;
     }
     let identity = args.identity.clone().unwrap_or_else(hostname);
@@ -426,8 +473,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         config.lease_duration = Duration::from_secs(args.lease_duration_seconds);
         config.renew_deadline = Duration::from_secs(args.renew_deadline_seconds);
         config.retry_period = Duration::from_secs(args.retry_period_seconds);
-        LeaderElection::new(client, config)
+        LeaderElection::new(client, config).with_metrics(leader_metrics.clone())
     });
+    if election.is_none() {
+        // Without election this replica leads from the start.
+        leader_metrics.leading(true);
+    }
     let campaign = async {
         match &election {
             Some(election) => election.run(&leader_tx, until_stop(stop.clone())).await,
@@ -623,6 +674,47 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn adoption_tags_are_key_value_pairs() {
+        let parsed = Command::try_parse_from([
+            "run",
+            "--provider=mock",
+            "--adopt-interface-tags=io.cilium/cluster-name=prod, io.cilium/cilium-managed=true",
+        ])
+        .unwrap();
+        let tags: Vec<(&str, &str)> = parsed
+            .run
+            .adopt_interface_tags
+            .iter()
+            .map(|t| (t.key.as_str(), t.value.as_str()))
+            .collect();
+        assert_eq!(
+            tags,
+            [
+                ("io.cilium/cluster-name", "prod"),
+                ("io.cilium/cilium-managed", "true")
+            ]
+        );
+        let settings = parsed.run.maintenance_settings(IpamMode::Eni);
+        assert_eq!(settings.adoption_tags, parsed.run.adopt_interface_tags);
+        for bad in ["io.cilium/cluster-name", "=prod"] {
+            let error = Command::try_parse_from([
+                "run",
+                "--provider=mock",
+                &format!("--adopt-interface-tags={bad}"),
+            ])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+            assert!(
+                error.contains("KEY=VALUE") || error.contains("empty"),
+                "{bad}: {error}"
+            );
+        }
+        let none = Command::try_parse_from(["run", "--provider=mock"]).unwrap();
+        assert!(none.run.adopt_interface_tags.is_empty());
     }
 
     #[test]

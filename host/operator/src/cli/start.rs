@@ -113,7 +113,7 @@ pub async fn start(
 
 /// The provider module with its credentials, loaded, behind the rate
 /// limits.
-async fn provider(
+pub(super) async fn provider(
     args: &RunArgs,
     trust: &TrustRoots,
     registries: &RegistryAccess,
@@ -242,7 +242,9 @@ fn fail_step<T>(
     result
 }
 
-async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+pub(super) async fn kube_client(
+    kubeconfig: Option<&std::path::Path>,
+) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)

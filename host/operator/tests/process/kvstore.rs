@@ -104,6 +104,18 @@ async fn the_kvstore_duties_run_only_while_leading_in_cilium_s_layout() {
         "a follower writes no heartbeat"
     );
     assert!(kv.get(SERVICE_KEY).await.unwrap().is_none());
+    let (_, metrics) = http_get(&listen, "/metrics").expect("/metrics answers");
+    for line in [
+        "cilium_operator_leader 0",
+        "cilium_operator_leader_transitions_total 0",
+        "cilium_operator_kvstore_heartbeat_timestamp_seconds 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "a follower: {line} in {metrics}"
+        );
+    }
+    let took_over_after = jiff::Timestamp::now().as_second();
 
     // replica-0 stops renewing: replica-1 takes over and the duties start.
     let mut written = None;
@@ -154,7 +166,33 @@ async fn the_kvstore_duties_run_only_while_leading_in_cilium_s_layout() {
     let lease = server.get(LEASES, "ipam-operator").unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], "replica-1");
 
+    // The gauge is set once etcd has answered the write the test saw.
+    let mut heartbeat_at = 0;
+    for _ in 0..100 {
+        let (_, metrics) = http_get(&listen, "/metrics").expect("/metrics answers");
+        heartbeat_at = metric(
+            &metrics,
+            "cilium_operator_kvstore_heartbeat_timestamp_seconds",
+        );
+        if heartbeat_at > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        (took_over_after..=jiff::Timestamp::now().as_second()).contains(&heartbeat_at),
+        "the heartbeat's time, written since the takeover: {heartbeat_at}"
+    );
     let (_, metrics) = http_get(&listen, "/metrics").expect("/metrics answers");
+    for line in [
+        "cilium_operator_leader 1",
+        "cilium_operator_leader_transitions_total 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "the leader: {line} in {metrics}"
+        );
+    }
     // The stores' rounds last their resync interval (5 min): counted when
     // they end; what they wrote is checked above.
     for duty in ["heartbeat", "lock-sweeper", "identity-gc"] {
@@ -188,6 +226,15 @@ async fn the_kvstore_duties_run_only_while_leading_in_cilium_s_layout() {
         "only the session lease is left: {logs}"
     );
     assert!(logs.contains("kvstore: connected to etcd"), "{logs}");
+}
+
+/// The value of the series `name` (no labels) on a metrics page; 0 when
+/// absent.
+fn metric(page: &str, name: &str) -> i64 {
+    page.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// `ipam-operator run` with `etcd` flags, until it exits (it must, within

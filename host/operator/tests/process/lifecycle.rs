@@ -98,6 +98,16 @@ async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_leas
         "{metrics}"
     );
     assert!(metrics.contains("process_resident_memory_bytes"));
+    for line in [
+        "cilium_operator_leader 1",
+        "cilium_operator_leader_transitions_total 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
+    assert!(
+        !metrics.contains("cilium_operator_kvstore_heartbeat"),
+        "no heartbeat gauge without an etcd: {metrics}"
+    );
     let lease = server.get(LEASES, "ipam-operator").expect("a lease");
     assert_eq!(lease["spec"]["holderIdentity"], "replica-1");
 

@@ -89,9 +89,38 @@ fn run_pending(
         pending_pods,
         capabilities,
         free_interfaces,
-        cluster_name: "c1",
+        ownership: &Ownership::own_only("c1"),
         first_seen,
         now,
+        release_delay: DELAY,
+    })
+}
+
+/// The node's plan when its eni-2 was made by Cilium's operator (its tags
+/// instead of ours), under `ownership`.
+fn run_on_cilium_interface(node: &CiliumNode, ownership: &Ownership) -> ReleasePlan {
+    let mut instance = instance();
+    instance.interfaces[2].tags = vec![
+        Tag {
+            key: "io.cilium/cilium-managed".into(),
+            value: "true".into(),
+        },
+        Tag {
+            key: "io.cilium/cluster-name".into(),
+            value: "c1".into(),
+        },
+    ];
+    let pool = pool_of(node, &instance, &BTreeSet::new());
+    plan(&ReleasePlanInput {
+        node,
+        instance: &instance,
+        pool: &pool,
+        pending_pods: 0,
+        capabilities: ALL,
+        free_interfaces: true,
+        ownership,
+        first_seen: &BTreeMap::new(),
+        now: Instant::now(),
         release_delay: DELAY,
     })
 }
@@ -152,6 +181,35 @@ fn an_interface_goes_whole_once_the_agent_released_all_of_it() {
             subnet: "subnet-2".into(),
             addresses: strings(&["10.0.2.2", "10.0.2.3"]),
         })
+    );
+}
+
+#[test]
+fn an_interface_cilium_made_is_freed_whole_only_when_adopted() {
+    let ready = ReleaseState::ReadyForRelease;
+    let all = node(&[("10.0.2.2", ready.clone()), ("10.0.2.3", ready)]);
+    let adopting = Ownership::new(
+        "c1",
+        vec![Tag {
+            key: "io.cilium/cluster-name".into(),
+            value: "c1".into(),
+        }],
+    );
+    assert!(
+        matches!(
+            run_on_cilium_interface(&all, &adopting).action,
+            ReleaseAction::FreeInterface(FreeInterface { ref interface, .. }) if interface == "eni-2"
+        ),
+        "adopted by its tag: freed whole like one of ours"
+    );
+    assert_eq!(
+        run_on_cilium_interface(&all, &Ownership::own_only("c1")).action,
+        ReleaseAction::Unassign(vec![Unassign {
+            interface: "eni-2".into(),
+            subnet: "subnet-2".into(),
+            addresses: ips(&["10.0.2.2", "10.0.2.3"]),
+        }]),
+        "not adopted: its released addresses are unassigned, the interface stays"
     );
 }
 

@@ -2,9 +2,12 @@
 //! components built by `cargo xtask providers`, one provider runtime per
 //! process, provider configs, nodes, engine parts, stub HTTP servers, an ARM
 //! stub (`arm_stub`), a recording proxy, moto, a fake Kubernetes API
-//! server and a real OCI registry with TLS and a password (`registry`).
+//! server, a real OCI registry with TLS and a password (`registry`), and
+//! Cilium's operator metrics to check a `/metrics` page against
+//! (`cilium_metrics`).
 
 pub mod arm_stub;
+pub mod cilium_metrics;
 pub mod ec2_proxy;
 pub mod moto;
 pub mod registry;

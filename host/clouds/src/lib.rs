@@ -61,11 +61,29 @@ impl Cloud {
             Cloud::Azure => Ok(azure::egress::default_egress(settings_json)?),
         }
     }
+
+    /// The subsystem of Cilium's cloud API metrics for this cloud
+    /// (`cilium_operator_ec2_api_*`, `cilium_operator_azure_api_*`); none
+    /// for a generic cloud.
+    pub fn cilium_api_subsystem(self) -> Option<&'static str> {
+        match self {
+            Cloud::Generic => None,
+            Cloud::Aws => Some("ec2"),
+            Cloud::Azure => Some("azure"),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cilium_names_the_api_metrics_of_aws_and_azure_after_ec2_and_azure() {
+        assert_eq!(Cloud::Aws.cilium_api_subsystem(), Some("ec2"));
+        assert_eq!(Cloud::Azure.cilium_api_subsystem(), Some("azure"));
+        assert_eq!(Cloud::Generic.cilium_api_subsystem(), None);
+    }
 
     #[test]
     fn each_cloud_has_its_own_egress() {

@@ -2,11 +2,16 @@
 //! time: make sure the node's instance and its type's limits are cached, ask
 //! the pure core for a plan ([`ipam_pool::allocation`]), call the cloud, fall
 //! back from /28 prefixes to /32 addresses when the plan says so, and record
-//! the result in the [`InstanceCache`]. Nothing is resynced.
+//! the result in the [`InstanceCache`]. Nothing is resynced. What the cloud
+//! was asked to do is told back as an [`Attempt`], for Cilium's allocation
+//! metrics.
+
+use std::time::Duration;
 
 use ipam_ciliumnode::CiliumNode;
-use ipam_cloud::{CloudApi, CloudError, ProviderError};
+use ipam_cloud::{Assigned, CloudApi, CloudError, NetworkInterface, ProviderError};
 use ipam_pool::allocation::{self, AllocationInput, AllocationPlan};
+use tokio::time::Instant;
 
 use crate::clock::unix_now;
 use crate::instance_cache::InstanceCache;
@@ -32,6 +37,32 @@ pub enum Step {
     Blocked(String),
 }
 
+/// The cloud mutation one step made (with its /32 fallback, if any).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// An interface was created (else addresses assigned).
+    pub create: bool,
+    pub subnet: String,
+    /// The cloud calls' time, fallback included.
+    pub took: Duration,
+    /// Addresses it gave the node (a /28 counts sixteen); 0 on failure.
+    pub addresses: u64,
+}
+
+/// Addresses an answer gave: each /32, sixteen per /28.
+fn addresses_of(addresses: usize, prefixes: usize) -> u64 {
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    count(addresses).saturating_add(count(prefixes).saturating_mul(16))
+}
+
+fn assigned_addresses(assigned: &Assigned) -> u64 {
+    addresses_of(assigned.addresses.len(), assigned.prefixes.len())
+}
+
+fn interface_addresses(interface: &NetworkInterface) -> u64 {
+    addresses_of(interface.addresses.len(), interface.prefixes.len())
+}
+
 /// The subnet had no free /28 for a prefix request.
 fn no_free_prefix(error: &CloudError) -> bool {
     matches!(
@@ -53,6 +84,20 @@ pub async fn allocate_step(
     settings: &MaintenanceSettings,
     node: &CiliumNode,
     pending_pods: u32,
+) -> Result<Step, CloudError> {
+    let mut attempt = None;
+    attempt_step(cloud, cache, settings, node, pending_pods, &mut attempt).await
+}
+
+/// [`allocate_step`], telling in `attempt` the mutation it made, if any
+/// (set even when the step fails).
+pub(crate) async fn attempt_step(
+    cloud: &dyn CloudApi,
+    cache: &InstanceCache,
+    settings: &MaintenanceSettings,
+    node: &CiliumNode,
+    pending_pods: u32,
+    attempt: &mut Option<Attempt>,
 ) -> Result<Step, CloudError> {
     let instance_id = &node.spec.instance_id;
     let instance = match cache.instance(instance_id) {
@@ -94,13 +139,21 @@ pub async fn allocate_step(
             fallback,
             why,
         } => {
-            let assigned = match (cloud.assign_ips(&interface, request).await, fallback) {
+            let started = Instant::now();
+            let result = match (cloud.assign_ips(&interface, request).await, fallback) {
                 (Err(e), Some(fallback)) if no_free_prefix(&e) => {
                     tracing::info!(node = %node.name, %interface, "no free /28 in the subnet: assigning /32 addresses");
-                    cloud.assign_ips(&interface, fallback).await?
+                    cloud.assign_ips(&interface, fallback).await
                 }
-                (result, _) => result?,
+                (result, _) => result,
             };
+            *attempt = Some(Attempt {
+                create: false,
+                subnet: subnet.clone(),
+                took: started.elapsed(),
+                addresses: result.as_ref().map_or(0, assigned_addresses),
+            });
+            let assigned = result?;
             let (addresses, prefixes) = cache.assigned(instance_id, &interface, &assigned);
             tracing::info!(node = %node.name, %interface, addresses, prefixes, why, "assigned");
             Ok(Step::Assigned {
@@ -115,6 +168,7 @@ pub async fn allocate_step(
             fallback,
             why,
         } => {
+            let started = Instant::now();
             let result = match (cloud.create_interface(&request).await, fallback) {
                 (Err(e), Some(fallback)) if no_free_prefix(&e) => {
                     tracing::info!(node = %node.name, subnet = %request.subnet_id, "no free /28 in the subnet: creating with /32 addresses");
@@ -122,6 +176,12 @@ pub async fn allocate_step(
                 }
                 (result, _) => result,
             };
+            *attempt = Some(Attempt {
+                create: true,
+                subnet: request.subnet_id.clone(),
+                took: started.elapsed(),
+                addresses: result.as_ref().map_or(0, interface_addresses),
+            });
             let created = match result {
                 Ok(created) => created,
                 Err(error) => {

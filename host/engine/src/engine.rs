@@ -5,7 +5,11 @@
 //! sequentially, so that is also the bound on concurrent cloud calls from
 //! maintenance; the cloud's per-operation buckets sit below in
 //! [`crate::limited_cloud::LimitedCloud`]. Leaked-interface GC runs on its own
-//! interval. Nothing here holds a lock across an await.
+//! interval. Nothing here holds a lock across an await. Node passes and full
+//! resyncs are timed as Cilium's `deficit_resolver` and `resync` triggers:
+//! the requests for a pass (a node listed, changed, still short, due again)
+//! or a resync (its interval, a retry) fold into the next run, which
+//! records how many it answers and how long the first waited.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -19,7 +23,7 @@ use tokio::time::Instant;
 use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::CloudError;
 use ipam_pool::backoff::failure_backoff;
-use ipam_pool::schedule::Schedule;
+use ipam_pool::schedule::{Requests, Schedule};
 
 use crate::allocate::Step;
 use crate::clock::unix_now;
@@ -146,6 +150,10 @@ struct Loop<'a> {
     cache_ready: bool,
     next_resync: Instant,
     next_gc: Instant,
+    /// Resyncs asked for and not yet started.
+    resync_requests: Option<Requests>,
+    /// The schedule's requests already counted in the metrics.
+    requests_counted: u64,
 }
 
 impl Engine {
@@ -198,8 +206,11 @@ impl Engine {
             cache_ready: false,
             next_resync: now + self.config.resync_interval,
             next_gc: now + self.config.gc_interval,
+            resync_requests: None,
+            requests_counted: 0,
         };
         // The nodes are listed once the first resync is in (Loop::resynced).
+        state.request_resync(now);
         state.start(Work::Resync);
         loop {
             state.dispatch();
@@ -270,16 +281,43 @@ impl Loop<'_> {
         self.work.values().any(|w| w == work)
     }
 
+    /// A resync is due: a request the next one answers.
+    fn request_resync(&mut self, now: Instant) {
+        self.engine.maintainer.parts().metrics.resync.queued.inc();
+        let now = now.into_std();
+        let requests = self.resync_requests.get_or_insert(Requests {
+            count: 0,
+            first: now,
+        });
+        requests.count += 1;
+        requests.first = requests.first.min(now);
+    }
+
+    /// How many requests a run starting now answers, and how long the first
+    /// waited.
+    fn folded(requests: Option<Requests>) -> (u32, Duration) {
+        let now = Instant::now().into_std();
+        requests.map_or((0, Duration::ZERO), |r| {
+            (r.count, now.saturating_duration_since(r.first))
+        })
+    }
+
     fn start(&mut self, work: Work) {
         let maintainer = self.engine.maintainer.clone();
         let handle = match &work {
-            Work::Resync => self.tasks.spawn(async move {
-                let result = maintainer
-                    .cache()
-                    .resync_all(maintainer.parts().cloud.as_ref())
-                    .await;
-                Outcome::Resync(result)
-            }),
+            Work::Resync => {
+                let (folds, latency) = Self::folded(self.resync_requests.take());
+                self.tasks.spawn(async move {
+                    let started = Instant::now();
+                    let result = maintainer
+                        .cache()
+                        .resync_all(maintainer.parts().cloud.as_ref())
+                        .await;
+                    let metrics = &maintainer.parts().metrics;
+                    metrics.resync.ran(started.elapsed(), latency, folds);
+                    Outcome::Resync(result)
+                })
+            }
             Work::Gc => {
                 let gc = self.engine.gc.clone();
                 self.tasks.spawn(async move {
@@ -292,9 +330,16 @@ impl Loop<'_> {
             }
             Work::Node(name) => {
                 let name = name.clone();
+                let (folds, latency) = Self::folded(self.schedule.take_requests(&name));
                 self.tasks.spawn(async move {
+                    let started = Instant::now();
                     let pending = maintainer.parts().store.pending_pods(&name);
-                    Outcome::Node(Box::new(maintainer.maintain(&name, pending).await))
+                    let result = maintainer.maintain(&name, pending).await;
+                    let metrics = &maintainer.parts().metrics;
+                    metrics
+                        .deficit_resolver
+                        .ran(started.elapsed(), latency, folds);
+                    Outcome::Node(Box::new(result))
                 })
             }
         };
@@ -307,10 +352,11 @@ impl Loop<'_> {
             if self.initial.is_none() {
                 self.initial = Some(self.listed.iter().map(|n| n.name.clone()).collect());
             }
+            let now = Instant::now().into_std();
             for node in std::mem::take(&mut self.listed) {
-                self.schedule.mark(&node.name, deficit(&node));
+                self.schedule.request(&node.name, deficit(&node), now);
             }
-            self.schedule.due(Instant::now().into_std());
+            self.schedule.due(now);
             while self.schedule.running() < self.engine.config.max_concurrent_nodes {
                 let Some(name) = self.schedule.start_next() else {
                     break;
@@ -318,6 +364,15 @@ impl Loop<'_> {
                 self.start(Work::Node(name));
             }
         }
+        let made = self.schedule.requests_made();
+        self.engine
+            .maintainer
+            .parts()
+            .metrics
+            .deficit_resolver
+            .queued
+            .inc_by(made - self.requests_counted);
+        self.requests_counted = made;
         let ready_now = self.cache_ready && self.initial.as_ref().is_some_and(HashSet::is_empty);
         self.engine.state.send_modify(|s| {
             s.queued = self.schedule.queued();
@@ -333,7 +388,8 @@ impl Loop<'_> {
         match event {
             NodeEvent::Upserted(node) => {
                 if self.cache_ready {
-                    self.schedule.mark(&node.name, deficit(&node));
+                    let now = Instant::now().into_std();
+                    self.schedule.request(&node.name, deficit(&node), now);
                 }
             }
             NodeEvent::Deleted(name) => {
@@ -397,7 +453,7 @@ impl Loop<'_> {
                         .revisit(name, now + self.engine.config.blocked_retry);
                 } else if pass.needed > 0 {
                     // Steps ran out before the node was satisfied.
-                    self.schedule.mark(name, pass.needed);
+                    self.schedule.request(name, pass.needed, now);
                 }
                 if pass.release_pending {
                     self.schedule
@@ -440,6 +496,8 @@ impl Loop<'_> {
         let now = Instant::now();
         if now >= self.next_resync {
             self.next_resync = now + self.engine.config.resync_interval;
+            // One still running answers none of it: the next one does.
+            self.request_resync(now);
             if !self.in_flight(&Work::Resync) {
                 self.start(Work::Resync);
             }

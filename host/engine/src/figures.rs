@@ -1,18 +1,46 @@
 //! Per-node gauges and the totals over every node, kept by difference so a
-//! pass costs the same at 10 nodes as at 5,000.
+//! pass costs the same at 10 nodes as at 5,000. The figures are Cilium's
+//! (`pkg/ipam/node_manager.go`): per node its capacity, used and needed
+//! addresses; over all nodes the free, used and needed addresses, the
+//! interfaces with room, the empty interface slots, and the nodes in
+//! deficit or at capacity.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+
+use ipam_pool::room::Room;
 
 use crate::metrics::{CategoryLabel, Metrics, NodeLabel, TypeLabel};
 
 /// The per-node summary the metrics aggregate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeFigures {
-    pub available: i64,
+    /// Addresses in the node's pool.
+    pub pool: i64,
     pub used: i64,
     pub needed: i64,
-    pub at_capacity: bool,
+    /// What the node's instance has room for; None while its instance or
+    /// its type's limits are unknown.
+    pub room: Option<Room>,
+}
+
+impl NodeFigures {
+    /// Pool addresses not used (Cilium: available on the node now).
+    fn free(&self) -> i64 {
+        self.pool - self.used
+    }
+
+    fn room(&self) -> Room {
+        self.room.unwrap_or_default()
+    }
+
+    /// Cilium's at-capacity: no free address, no interface with room and
+    /// no empty interface slot (a node whose room is unknown is not).
+    pub fn at_capacity(&self) -> bool {
+        self.room
+            .is_some_and(|room| room.interface_candidates == 0 && room.empty_interface_slots == 0)
+            && self.free() <= 0
+    }
 }
 
 /// The last figures recorded per node.
@@ -62,7 +90,9 @@ fn apply(m: &Metrics, name: &str, before: Option<NodeFigures>, now: Option<NodeF
         target_node: name.to_string(),
     };
     if now.is_some() {
-        m.available_ips.get_or_create(&label).set(n.available);
+        m.available_ips
+            .get_or_create(&label)
+            .set(i64::from(n.room().capacity));
         m.used_ips.get_or_create(&label).set(n.used);
         m.needed_ips.get_or_create(&label).set(n.needed);
     } else {
@@ -75,9 +105,15 @@ fn apply(m: &Metrics, name: &str, before: Option<NodeFigures>, now: Option<NodeF
             m.ips.get_or_create(&TypeLabel { r#type: t }).inc_by(delta);
         }
     };
-    ips("available", n.available - b.available);
+    ips("available", n.free() - b.free());
     ips("used", n.used - b.used);
     ips("needed", n.needed - b.needed);
+    let (rb, rn) = (b.room(), n.room());
+    let candidates = i64::from(rn.interface_candidates) - i64::from(rb.interface_candidates);
+    let slots = i64::from(rn.empty_interface_slots) - i64::from(rb.empty_interface_slots);
+    m.interface_candidates.inc_by(candidates);
+    m.empty_interface_slots.inc_by(slots);
+    m.available_interfaces.inc_by(candidates + slots);
     let nodes = |c: &'static str, was: bool, is: bool| {
         if was != is {
             m.nodes
@@ -87,7 +123,7 @@ fn apply(m: &Metrics, name: &str, before: Option<NodeFigures>, now: Option<NodeF
     };
     nodes("total", before.is_some(), now.is_some());
     nodes("in-deficit", b.needed > 0, n.needed > 0);
-    nodes("at-capacity", b.at_capacity, n.at_capacity);
+    nodes("at-capacity", b.at_capacity(), n.at_capacity());
 }
 
 #[cfg(test)]
@@ -113,22 +149,38 @@ mod tests {
         )
     }
 
-    fn figures(available: i64, used: i64, needed: i64, at_capacity: bool) -> NodeFigures {
+    fn room(candidates: u32, slots: u32, capacity: u32) -> Option<Room> {
+        Some(Room {
+            interface_candidates: candidates,
+            empty_interface_slots: slots,
+            capacity,
+        })
+    }
+
+    fn figures(pool: i64, used: i64, needed: i64, room: Option<Room>) -> NodeFigures {
         NodeFigures {
-            available,
+            pool,
             used,
             needed,
-            at_capacity,
+            room,
         }
+    }
+
+    fn interfaces(m: &Metrics) -> (i64, i64, i64) {
+        (
+            m.interface_candidates.get(),
+            m.empty_interface_slots.get(),
+            m.available_interfaces.get(),
+        )
     }
 
     #[test]
     fn totals_follow_each_node_by_difference() {
         let m = Metrics::new();
         let book = FigureBook::default();
-        book.record(&m, "a", figures(10, 4, 0, false));
-        book.record(&m, "b", figures(3, 3, 5, true));
-        assert_eq!(gauge_of(&m, "a"), (10, 4, 0));
+        book.record(&m, "a", figures(10, 4, 0, room(1, 2, 30)));
+        book.record(&m, "b", figures(3, 3, 5, room(0, 0, 3)));
+        assert_eq!(gauge_of(&m, "a"), (30, 4, 0), "per node: its capacity");
         assert_eq!(gauge_of(&m, "b"), (3, 3, 5));
         assert_eq!(
             (
@@ -136,28 +188,31 @@ mod tests {
                 total(&m, "used"),
                 total(&m, "needed")
             ),
-            (13, 7, 5)
+            (6, 7, 5),
+            "available: pool addresses not used"
         );
+        assert_eq!(interfaces(&m), (1, 2, 3));
         assert_eq!(nodes(&m, "total"), 2);
         assert_eq!(nodes(&m, "in-deficit"), 1);
-        assert_eq!(nodes(&m, "at-capacity"), 1);
+        assert_eq!(nodes(&m, "at-capacity"), 1, "b: no free address, no room");
 
-        // b's pool grew: out of deficit and no longer at capacity.
-        book.record(&m, "b", figures(8, 3, 0, false));
+        // b got an interface slot back (another interface went).
+        book.record(&m, "b", figures(8, 3, 0, room(1, 0, 8)));
         assert_eq!(
             (
                 total(&m, "available"),
                 total(&m, "used"),
                 total(&m, "needed")
             ),
-            (18, 7, 0)
+            (11, 7, 0)
         );
+        assert_eq!(interfaces(&m), (2, 2, 4));
         assert_eq!(nodes(&m, "total"), 2, "a node recorded again counts once");
         assert_eq!(nodes(&m, "in-deficit"), 0);
         assert_eq!(nodes(&m, "at-capacity"), 0);
 
         // a falls into deficit at capacity.
-        book.record(&m, "a", figures(2, 9, 4, true));
+        book.record(&m, "a", figures(9, 9, 4, room(0, 0, 30)));
         assert_eq!(nodes(&m, "in-deficit"), 1);
         assert_eq!(nodes(&m, "at-capacity"), 1);
         assert_eq!(total(&m, "needed"), 4);
@@ -169,8 +224,9 @@ mod tests {
                 total(&m, "used"),
                 total(&m, "needed")
             ),
-            (8, 3, 0)
+            (5, 3, 0)
         );
+        assert_eq!(interfaces(&m), (1, 0, 1));
         assert_eq!(nodes(&m, "total"), 1);
         assert_eq!(nodes(&m, "in-deficit"), 0);
         assert_eq!(nodes(&m, "at-capacity"), 0);
@@ -188,8 +244,8 @@ mod tests {
     fn a_book_that_goes_takes_its_nodes_and_the_next_counts_them_once() {
         let m = Metrics::new();
         let first = FigureBook::default();
-        first.record(&m, "a", figures(10, 4, 2, true));
-        first.record(&m, "b", figures(3, 3, 0, false));
+        first.record(&m, "a", figures(10, 4, 2, room(0, 0, 10)));
+        first.record(&m, "b", figures(3, 3, 0, room(1, 2, 30)));
         first.forget_all(&m);
         assert_eq!(
             (
@@ -207,12 +263,23 @@ mod tests {
             ),
             (0, 0, 0)
         );
+        assert_eq!(interfaces(&m), (0, 0, 0));
         assert!(!m.encode().contains("target_node="), "no frozen gauge");
         // Leading again: the same nodes, counted once.
         let second = FigureBook::default();
-        second.record(&m, "a", figures(10, 4, 2, true));
-        second.record(&m, "b", figures(3, 3, 0, false));
-        assert_eq!(total(&m, "available"), 13);
+        second.record(&m, "a", figures(10, 4, 2, room(0, 0, 10)));
+        second.record(&m, "b", figures(3, 3, 0, room(1, 2, 30)));
+        assert_eq!(total(&m, "available"), 6);
         assert_eq!(nodes(&m, "total"), 2);
+    }
+
+    #[test]
+    fn a_node_whose_room_is_unknown_is_not_at_capacity() {
+        let m = Metrics::new();
+        let book = FigureBook::default();
+        book.record(&m, "a", figures(0, 0, 8, None));
+        assert_eq!(nodes(&m, "at-capacity"), 0);
+        assert_eq!(gauge_of(&m, "a"), (0, 0, 8));
+        assert_eq!(interfaces(&m), (0, 0, 0));
     }
 }

@@ -270,19 +270,22 @@ impl InstanceCache {
         Ok(found)
     }
 
+    /// Limits of an instance type if already fetched (no call).
+    pub fn known_limits(&self, instance_type: &str) -> Option<InstanceLimits> {
+        self.limits
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(instance_type)
+            .copied()
+    }
+
     /// Limits of an instance type: cached, fetched on first use.
     pub async fn limits(
         &self,
         cloud: &dyn CloudApi,
         instance_type: &str,
     ) -> Result<InstanceLimits, CloudError> {
-        let cached = self
-            .limits
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(instance_type)
-            .copied();
-        if let Some(limits) = cached {
+        if let Some(limits) = self.known_limits(instance_type) {
             return Ok(limits);
         }
         let _fetching = self.limits_fetch.lock().await;

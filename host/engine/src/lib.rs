@@ -3,11 +3,11 @@
 //! instance cache (its picture of the cloud), per-node maintenance
 //! (allocation, the release handshake, publishing), the loop that schedules
 //! nodes, leaked-interface GC, [`LimitedCloud`] (the cloud's rate model and
-//! retries), the in-memory node store, the Prometheus metrics, and
-//! [`plan`]: the same maintenance over a dry-run cloud, for `ipam-operator
-//! plan`. No
-//! wasmtime, kube or HTTP here: providers and the API server are behind the
-//! two traits.
+//! retries), the in-memory node store, the Prometheus metrics, the cloud
+//! trouble people are told of ([`Trouble`]: Events on the node, and
+//! [`CloudProblems`] for `/readyz`), and [`plan`]: the same maintenance over
+//! a dry-run cloud, for `ipam-operator plan`. No wasmtime, kube or HTTP
+//! here: providers and the API server are behind the two traits.
 
 pub mod allocate;
 pub mod clock;
@@ -23,8 +23,10 @@ pub mod metrics;
 pub mod node_store;
 mod parts;
 pub mod plan;
+pub mod problems;
 mod publish;
 pub mod release;
+pub mod trouble;
 
 pub use allocate::{allocate_step, Step};
 pub use engine::{Engine, EngineError, EngineState, LoopSettings, RunningEngine};
@@ -39,4 +41,6 @@ pub use metrics::Metrics;
 pub use node_store::{Announcement, MemoryNodeStore, NodeEvent, NodeStore, StoreError};
 pub use parts::Parts;
 pub use plan::{plan_cluster, ClusterPlan, NodePlan, PlanSettings};
+pub use problems::CloudProblems;
 pub use release::ReleaseRound;
+pub use trouble::Trouble;

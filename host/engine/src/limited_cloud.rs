@@ -3,8 +3,13 @@
 //! retries) and retries what may be retried. One `LimitedCloud` wraps one
 //! provider (one account and region), so its buckets are shared by every node
 //! that provider serves. Which model applies is the per-cloud crate's
-//! knowledge (`ipam-clouds`); the arithmetic is the pure core's.
+//! knowledge (`ipam-clouds`); the arithmetic is the pure core's. Every
+//! attempt is recorded in the metrics (Cilium's cloud API families labelled
+//! with the cloud calls the provider declares), throttling is told at info
+//! level at most once a minute per operation ([`throttle_log`]), and each
+//! call's final outcome feeds the `/readyz` problems ([`CloudProblems`]).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,13 +20,19 @@ use async_trait::async_trait;
 use ipam_cloud::rate::{RateLimits, RetryPolicy};
 use ipam_cloud::{
     Assigned, CloudApi, CloudError, CreateInterfaceRequest, Instance, InstanceLimits, IpRequest,
-    Ipv4Net, NetworkInterface, Operation, ProviderInfo, SecurityGroup, Subnet, Tag, Vpc,
+    Ipv4Net, NetworkInterface, Operation, ProviderError, ProviderInfo, SecurityGroup, Subnet, Tag,
+    Vpc,
 };
 use ipam_pool::backoff::{jitter, retry_backoff, retryable};
 use ipam_pool::rate_buckets::RateBuckets;
 use tokio::time::Instant;
 
-use crate::metrics::Metrics;
+use crate::metrics::{operation_labels, Metrics};
+use crate::problems::CloudProblems;
+
+pub mod throttle_log;
+
+use throttle_log::{Summary, ThrottleLog};
 
 pub struct LimitedCloud<C> {
     inner: C,
@@ -32,17 +43,33 @@ pub struct LimitedCloud<C> {
     retries: AtomicU64,
     /// Where call durations and rate-limit waits are recorded.
     metrics: Option<Arc<Metrics>>,
+    /// Each operation's label in Cilium's cloud API families.
+    cloud_api_labels: BTreeMap<Operation, String>,
+    /// Where final failures worth a `/readyz` line go.
+    problems: Option<Arc<CloudProblems>>,
+    throttles: Mutex<ThrottleLog>,
 }
 
 impl<C: CloudApi> LimitedCloud<C> {
     pub fn new(inner: C, limits: RateLimits) -> Self {
+        let cloud_api_labels = operation_labels(inner.info().rate_model.as_ref());
         Self {
             inner,
             retry: limits.retry,
             buckets: Mutex::new(RateBuckets::new(limits, Instant::now().into_std())),
             retries: AtomicU64::new(0),
             metrics: None,
+            cloud_api_labels,
+            problems: None,
+            throttles: Mutex::new(ThrottleLog::default()),
         }
+    }
+
+    /// Report each call's final failure worth telling (and clear it on the
+    /// operation's next success) in `problems`.
+    pub fn with_problems(mut self, problems: Arc<CloudProblems>) -> Self {
+        self.problems = Some(problems);
+        self
     }
 
     /// Record every attempt's duration and response code, and every wait
@@ -89,30 +116,110 @@ impl<C: CloudApi> LimitedCloud<C> {
                 tracing::debug!(%operation, ?wait, "waiting for the cloud's rate limit");
                 tokio::time::sleep(wait).await;
             }
-            if let Some(metrics) = &self.metrics {
-                metrics.observe_rate_limit_wait(operation, wait);
-            }
+            self.observe_wait(operation, wait);
             let started = Instant::now();
             let result = call().await;
-            if let Some(metrics) = &self.metrics {
-                let code = result
-                    .as_ref()
-                    .map_or_else(CloudError::response_code, |_| "ok");
-                metrics.observe_api_call(operation, code, started.elapsed());
-            }
+            self.observe_call(operation, &result, started.elapsed());
+            let throttled = matches!(
+                result.as_ref().err().and_then(CloudError::provider_error),
+                Some(ProviderError::Throttled(_))
+            );
             match result {
                 Err(error)
                     if attempt + 1 < self.retry.max_attempts && retryable(&error, operation) =>
                 {
                     let backoff = self.backoff(attempt, &error);
                     tracing::debug!(%operation, attempt, ?backoff, %error, "retrying");
+                    if throttled {
+                        self.note_throttle(operation, backoff);
+                    }
                     tokio::time::sleep(backoff).await;
                     attempt += 1;
                 }
-                result => return result,
+                result => {
+                    self.settled(operation, &result, throttled);
+                    return result;
+                }
             }
         }
     }
+
+    fn observe_wait(&self, operation: Operation, wait: Duration) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        metrics.observe_rate_limit_wait(operation, wait);
+        if let Some(cloud_api) = &metrics.cloud_api {
+            cloud_api.observe_wait(self.cloud_api_label(operation), wait);
+        }
+    }
+
+    fn observe_call<T>(
+        &self,
+        operation: Operation,
+        result: &Result<T, CloudError>,
+        took: Duration,
+    ) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        let code = result
+            .as_ref()
+            .map_or_else(CloudError::response_code, |_| "ok");
+        metrics.observe_api_call(operation, code, took);
+        if let Some(cloud_api) = &metrics.cloud_api {
+            cloud_api.observe_call(self.cloud_api_label(operation), result.is_ok(), took);
+        }
+    }
+
+    fn cloud_api_label(&self, operation: Operation) -> &str {
+        self.cloud_api_labels
+            .get(&operation)
+            .map_or(operation.wit_name(), String::as_str)
+    }
+
+    /// The call's final outcome: the throttling summary, the problems.
+    fn settled<T>(&self, operation: Operation, result: &Result<T, CloudError>, throttled: bool) {
+        let now = Instant::now();
+        let line = {
+            let mut throttles = self.throttles.lock().unwrap_or_else(|p| p.into_inner());
+            match throttled {
+                true => throttles.throttled(operation, Duration::ZERO, now),
+                false => throttles.settled(operation, now),
+            }
+        };
+        if let Some(line) = line {
+            log_throttling(&line);
+        }
+        if let Some(problems) = &self.problems {
+            match result {
+                Ok(_) => problems.succeeded(operation),
+                Err(error) => problems.failed(operation, error, now),
+            }
+        }
+    }
+
+    /// A throttled attempt, retried after `backoff`.
+    fn note_throttle(&self, operation: Operation, backoff: Duration) {
+        let line = self
+            .throttles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .throttled(operation, backoff, Instant::now());
+        if let Some(line) = line {
+            log_throttling(&line);
+        }
+    }
+}
+
+fn log_throttling(line: &Summary) {
+    tracing::info!(
+        operation = %line.operation,
+        throttled = line.count,
+        waited_seconds = line.waited.as_secs_f64(),
+        "{}",
+        line.message()
+    );
 }
 
 #[async_trait]

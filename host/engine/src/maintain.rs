@@ -1,28 +1,31 @@
 //! Per-node pool maintenance: the [`Maintainer`] runs one pass over a node
 //! (allocation steps, [`crate::allocate`], until satisfied or blocked, then a
 //! release round, [`crate::release`]), publishes the result on the node and
-//! records metrics. It holds no lock across a cloud call; the engine decides
-//! which node goes when.
+//! records metrics. A pass that fails on trouble the cluster's operator must
+//! see ([`crate::trouble::Trouble`]) is told as a warning Event on the node, once per
+//! distinct trouble until a pass succeeds. It holds no lock across a cloud
+//! call; the engine decides which node goes when.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ipam_ciliumnode::{CiliumNode, ReleaseState};
 use ipam_cloud::{CloudApi, CloudError};
 use ipam_pool::pool::count;
+use ipam_pool::room::{room, Room};
 use ipam_pool::{watermarks, NodeView};
 use tokio::time::Instant;
 
-use crate::allocate::{allocate_step, Step};
+use crate::allocate::{attempt_step, Attempt, Step};
 use crate::error::MaintainError;
 use crate::figures::{FigureBook, NodeFigures};
 use crate::instance_cache::InstanceCache;
 use crate::maintenance_settings::MaintenanceSettings;
-use crate::metrics::{DurationLabel, Metrics, SubnetLabel, SubnetZoneLabel};
+use crate::metrics::{step_type, DurationLabel, Metrics, SubnetLabel, SubnetZoneLabel};
 use crate::node_store::{Announcement, NodeStore};
 use crate::parts::Parts;
 use crate::publish::publish;
 use crate::release::{release_round, ReleaseMemory, ReleaseRound};
+use crate::trouble::TroubleMemory;
 
 /// A maintainer that goes (its replica stopped leading) takes its nodes'
 /// figures with it: the next leader's maintainer records them afresh.
@@ -49,6 +52,7 @@ pub struct Maintainer {
     parts: Parts,
     release_memory: ReleaseMemory,
     figures: FigureBook,
+    trouble: TroubleMemory,
 }
 
 impl Maintainer {
@@ -69,6 +73,7 @@ impl Maintainer {
             },
             release_memory: ReleaseMemory::default(),
             figures: FigureBook::default(),
+            trouble: TroubleMemory::default(),
         }
     }
 
@@ -95,7 +100,22 @@ impl Maintainer {
 
     /// One pass: allocate until satisfied or blocked, then a release round.
     /// The node is read once; every write returns it as it is afterwards.
+    /// A pass failing on [`crate::trouble::Trouble`] is told on the node.
     pub async fn maintain(&self, name: &str, pending_pods: u32) -> Result<NodePass, MaintainError> {
+        let result = self.pass(name, pending_pods).await;
+        match &result {
+            Ok(_) => self.trouble.clear(name),
+            Err(MaintainError::Cloud(error)) => {
+                if let Some(announcement) = self.trouble.tell(name, error) {
+                    self.parts.store.announce(name, announcement).await;
+                }
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    async fn pass(&self, name: &str, pending_pods: u32) -> Result<NodePass, MaintainError> {
         let node = self.node(name).await?;
         let (steps, node) = self.allocate_node(node, pending_pods).await?;
         let (release, node) = release_round(
@@ -120,15 +140,14 @@ impl Maintainer {
             .values()
             .any(|state| *state != ReleaseState::Released)
             || !self.release_memory.is_empty(name);
-        let at_capacity = matches!(steps.last(), Some(Step::Blocked(_)));
         self.figures.record(
             &self.parts.metrics,
             name,
             NodeFigures {
-                available: i64::from(available),
+                pool: i64::from(available),
                 used: i64::from(used),
                 needed: i64::from(needed),
-                at_capacity,
+                room: self.room(&node),
             },
         );
         Ok(NodePass {
@@ -139,6 +158,23 @@ impl Maintainer {
             needed,
             release_pending,
         })
+    }
+
+    /// What the node's instance has room for, from the cache (no call);
+    /// None while the instance or its type's limits are unknown.
+    fn room(&self, node: &CiliumNode) -> Option<Room> {
+        let cache = &self.parts.cache;
+        let instance = cache.instance(&node.spec.instance_id)?;
+        let limits = cache.known_limits(&instance.instance_type)?;
+        let settings = &self.parts.settings;
+        Some(room(
+            node,
+            &instance,
+            limits,
+            self.parts.cloud.info().capabilities,
+            settings.prefix_delegation,
+            settings.ipam_mode,
+        ))
     }
 
     /// Allocation steps for a node until it is satisfied or blocked (at most
@@ -175,31 +211,27 @@ impl Maintainer {
         let parts = &self.parts;
         let mut steps = Vec::new();
         for _ in 0..parts.settings.max_steps.max(1) {
-            let started = Instant::now();
-            let result = allocate_step(
+            let mut attempt = None;
+            let result = attempt_step(
                 parts.cloud.as_ref(),
                 &parts.cache,
                 &parts.settings,
                 &node,
                 pending_pods,
+                &mut attempt,
             )
             .await;
-            self.observe_step(&result, started.elapsed());
+            let ready_at = Instant::now();
+            if let Some(attempt) = attempt {
+                self.observe_attempt(&attempt, &result);
+            }
             let step = result?;
             self.announce_step(&node, &step).await;
             let error = match &step {
                 Step::Blocked(reason) => reason.clone(),
                 _ => String::new(),
             };
-            if let Some(updated) = publish(
-                parts.store.as_ref(),
-                &parts.cache,
-                parts.settings.ipam_mode,
-                &node,
-                Some(error),
-            )
-            .await?
-            {
+            if let Some(updated) = publish(parts, &node, Some(error), ready_at).await? {
                 node = updated;
             }
             let done = matches!(step, Step::Satisfied | Step::Blocked(_));
@@ -235,39 +267,45 @@ impl Maintainer {
         self.parts.store.announce(&node.name, announcement).await;
     }
 
-    fn observe_step(&self, result: &Result<Step, CloudError>, took: Duration) {
+    /// Cilium's allocation metrics for the cloud mutation of one step.
+    fn observe_attempt(&self, attempt: &Attempt, result: &Result<Step, CloudError>) {
         let metrics = &self.parts.metrics;
-        let (kind, status, subnet) = match result {
-            Ok(Step::Assigned { subnet, .. }) => ("ip", "success", subnet.clone()),
-            Ok(Step::Created { subnet, .. }) => ("interface", "success", subnet.clone()),
-            Ok(Step::Satisfied | Step::Blocked(_)) => return,
-            Err(_) => ("ip", "failed", String::new()),
+        let subnet = SubnetLabel {
+            subnet_id: attempt.subnet.clone(),
         };
-        if status == "success" {
-            let ops = if kind == "ip" {
-                &metrics.allocation_ops
-            } else {
-                &metrics.interface_creation_ops
-            };
-            ops.get_or_create(&SubnetLabel {
-                subnet_id: subnet.clone(),
-            })
-            .inc();
+        let status = match (result, attempt.create) {
+            (Ok(_), _) => "success",
+            // Cilium labels a failed creation with its error condition.
+            (Err(error), true) => error.response_code(),
+            (Err(_), false) => "failed",
+        };
+        if result.is_ok() {
+            metrics
+                .ip_allocation_ops
+                .get_or_create(&subnet)
+                .inc_by(attempt.addresses);
+            if attempt.create {
+                metrics.interface_creation_ops.get_or_create(&subnet).inc();
+            }
         }
         metrics
             .allocation_duration_seconds
             .get_or_create(&DurationLabel {
-                r#type: kind,
+                r#type: match attempt.create {
+                    true => step_type::CREATE_INTERFACE_AND_ALLOCATE_IP,
+                    false => step_type::ALLOCATE_IP,
+                },
                 status,
-                subnet_id: subnet,
+                subnet_id: attempt.subnet.clone(),
             })
-            .observe(took.as_secs_f64());
+            .observe(attempt.took.as_secs_f64());
     }
 
     /// A node left the cluster: forget what the engine kept for it.
     pub fn forget(&self, name: &str) {
         self.release_memory.forget(name);
         self.figures.forget(&self.parts.metrics, name);
+        self.trouble.clear(name);
     }
 
     /// Free addresses per subnet, from the cache.

@@ -1,26 +1,28 @@
 //! Writing a node's pool, its interfaces status (where the operator's IPAM
 //! mode puts it) and the operator's status from the cache: only what
-//! changed, as one [`NodeUpdate`].
+//! changed, as one [`NodeUpdate`]. Every write of a node is timed as
+//! Cilium's `k8s_sync` trigger: a request the moment the change is ready,
+//! its latency until the write starts, and the write's duration.
 
 use ipam_ciliumnode::{CiliumNode, NodeUpdate};
 use ipam_pool::interfaces_status::{azure_interfaces, eni_interfaces};
 use ipam_pool::pool::pool_of;
 use ipam_pool::IpamMode;
+use tokio::time::Instant;
 
 use crate::instance_cache::InstanceCache;
-use crate::node_store::{NodeStore, StoreError};
+use crate::node_store::StoreError;
+use crate::parts::Parts;
 
-/// Write what changed of the node's pool, interfaces (status.eni.enis in
-/// ENI mode, status.azure.interfaces in Azure mode) and operator status
-/// (`operator_error`, when given); the node as it is afterwards, if anything
-/// was written.
-pub async fn publish(
-    store: &dyn NodeStore,
+/// What changed of the node's pool, interfaces (status.eni.enis in ENI
+/// mode, status.azure.interfaces in Azure mode) and operator status
+/// (`operator_error`, when given), as one update; None when nothing did.
+pub fn changes(
     cache: &InstanceCache,
     mode: IpamMode,
     node: &CiliumNode,
     operator_error: Option<String>,
-) -> Result<Option<CiliumNode>, StoreError> {
+) -> Option<NodeUpdate> {
     let mut update = NodeUpdate::default();
     if let Some(instance) = cache.instance(&node.spec.instance_id) {
         let pool = pool_of(node, &instance, &cache.withheld());
@@ -54,8 +56,40 @@ pub async fn publish(
             update.operator_error = Some(error);
         }
     }
-    if update == NodeUpdate::default() {
-        return Ok(None);
+    (update != NodeUpdate::default()).then_some(update)
+}
+
+/// Write `update` to node `name`, the change having been ready since
+/// `ready_at`; the node as it is afterwards.
+pub async fn write(
+    parts: &Parts,
+    name: &str,
+    update: &NodeUpdate,
+    ready_at: Instant,
+) -> Result<CiliumNode, StoreError> {
+    let sync = &parts.metrics.k8s_sync;
+    sync.queued.inc();
+    let started = Instant::now();
+    let written = parts.store.update(name, update).await;
+    // A write answers the one change it was asked for.
+    sync.ran(
+        started.elapsed(),
+        started.saturating_duration_since(ready_at),
+        1,
+    );
+    written
+}
+
+/// [`changes`] written, if any; the node as it is afterwards, if anything
+/// was written.
+pub async fn publish(
+    parts: &Parts,
+    node: &CiliumNode,
+    operator_error: Option<String>,
+    ready_at: Instant,
+) -> Result<Option<CiliumNode>, StoreError> {
+    match changes(&parts.cache, parts.settings.ipam_mode, node, operator_error) {
+        Some(update) => Ok(Some(write(parts, &node.name, &update, ready_at).await?)),
+        None => Ok(None),
     }
-    Ok(Some(store.update(&node.name, &update).await?))
 }

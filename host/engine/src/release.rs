@@ -11,10 +11,10 @@ use ipam_pool::release_plan::{self, FreeInterface, ReleaseAction, ReleasePlanInp
 use tokio::time::Instant;
 
 use crate::error::MaintainError;
-use crate::metrics::{DurationLabel, SubnetLabel};
+use crate::metrics::{step_type, DurationLabel, SubnetLabel};
 use crate::node_store::Announcement;
 use crate::parts::Parts;
-use crate::publish::publish;
+use crate::publish::{publish, write};
 
 /// What the operator remembers between rounds: when each node's candidates
 /// were first seen as excess.
@@ -141,24 +141,17 @@ pub async fn release_round(
     // keep the node's release pending for a round with nothing to do.
     memory.forget_addresses(&node.name, &round.released);
     let changed = !round.released.is_empty() || !round.freed_interfaces.is_empty();
+    let ready_at = Instant::now();
     let mut node = node;
     if !states.is_empty() {
         let update = NodeUpdate {
             release_ips: states,
             ..Default::default()
         };
-        node = parts.store.update(&node.name, &update).await?;
+        node = write(parts, &node.name, &update, ready_at).await?;
     }
     if changed {
-        if let Some(updated) = publish(
-            parts.store.as_ref(),
-            &parts.cache,
-            parts.settings.ipam_mode,
-            &node,
-            None,
-        )
-        .await?
-        {
+        if let Some(updated) = publish(parts, &node, None, ready_at).await? {
             node = updated;
         }
     }
@@ -175,7 +168,7 @@ async fn free_interface(
     let result = parts.cloud.delete_interface(&interface.interface).await;
     observe_release(
         parts,
-        "interface",
+        step_type::DELETE_INTERFACE,
         &interface.subnet,
         result.is_ok(),
         started,
@@ -221,14 +214,20 @@ async fn unassign(
     } = group;
     let started = Instant::now();
     let result = parts.cloud.unassign_ips(&interface, &addresses, &[]).await;
-    observe_release(parts, "ip", &subnet, result.is_ok(), started);
+    observe_release(
+        parts,
+        step_type::RELEASE_IP,
+        &subnet,
+        result.is_ok(),
+        started,
+    );
     result?;
     parts
         .cache
         .unassigned(&node.spec.instance_id, &interface, &addresses, &[]);
     parts
         .metrics
-        .release_ops
+        .ip_release_ops
         .get_or_create(&SubnetLabel { subnet_id: subnet })
         .inc_by(addresses.len() as u64);
     tracing::info!(node = %node.name, %interface, count = addresses.len(),

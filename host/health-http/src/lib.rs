@@ -1,11 +1,14 @@
 //! The HTTP endpoints of a long-running process: `/healthz` (the process
 //! serves), `/readyz` (ready as the process defines it, through a watch
-//! channel), `/metrics` (OpenMetrics text from the process's registries,
-//! with `process_*` metrics read from /proc/self on every scrape). The
-//! operator and the node agent serve the same endpoints through this;
-//! [`probe::get`] asks them, as a kubelet's probe would.
+//! channel, with the problems it reports listed either way), `/metrics`
+//! (the process's registries with `process_*` metrics read from /proc/self
+//! on every scrape, in the Prometheus text format 0.0.4, as a Go process's
+//! promhttp handler serves it: [`prometheus_text`]). The operator and the
+//! node agent serve the same endpoints through this; [`probe::get`] asks
+//! them, as a kubelet's probe would.
 
 pub mod probe;
+pub mod prometheus_text;
 pub mod startup;
 
 use std::convert::Infallible;
@@ -25,8 +28,6 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// process_* metrics from /proc/self, read on every scrape.
 #[derive(Debug)]
@@ -101,20 +102,27 @@ impl Collector for ProcessCollector {
     }
 }
 
-/// Writes a process's registries as OpenMetrics text (without the final
-/// `# EOF`, which [`Endpoints`] adds).
+/// Writes a process's registries as prometheus-client's OpenMetrics text,
+/// without the final `# EOF` ([`Endpoints`] serves it as 0.0.4 text).
 pub type MetricsText = Arc<dyn Fn(&mut String) + Send + Sync>;
 
 /// Why the process is not ready (the body of `/readyz`'s 503), or None
 /// when it is; asked on every `/readyz`.
 pub type Readiness = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
+/// Problems the process reports on `/readyz` whether ready or not (one
+/// line each, after the verdict); asked on every `/readyz`.
+pub type Problems = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
+
 /// What the endpoints report.
 #[derive(Clone)]
 pub struct Endpoints {
     readiness: Readiness,
+    problems: Option<Problems>,
     metrics: MetricsText,
     process: Arc<Registry>,
+    /// Counter families served without `_total` (full names).
+    bare_counters: &'static [&'static str],
 }
 
 impl Endpoints {
@@ -132,19 +140,44 @@ impl Endpoints {
         process.register_collector(Box::new(ProcessCollector));
         Self {
             readiness,
+            problems: None,
             metrics,
             process: Arc::new(process),
+            bare_counters: &[],
         }
     }
 
-    /// The metrics page: the process's registries, then `process_*`.
+    /// List `problems` on `/readyz` after its verdict.
+    pub fn with_problems(mut self, problems: Problems) -> Self {
+        self.problems = Some(problems);
+        self
+    }
+
+    /// Serve these counter families (full names) without `_total`, as the
+    /// Go clients that named them do.
+    pub fn with_bare_counters(mut self, names: &'static [&'static str]) -> Self {
+        self.bare_counters = names;
+        self
+    }
+
+    /// The metrics page: the process's registries, then `process_*`, in
+    /// the Prometheus text format 0.0.4.
     pub fn metrics_text(&self) -> String {
         let mut text = String::new();
         (self.metrics)(&mut text);
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode_registry(&mut text, &self.process);
-        let _ = prometheus_client::encoding::text::encode_eof(&mut text);
-        text
+        prometheus_text::from_openmetrics(&text, self.bare_counters)
+    }
+
+    /// The body of `/readyz`: the verdict's line, then one per problem.
+    fn readiness_body(&self, verdict: &str) -> String {
+        let mut body = format!("{verdict}\n");
+        for problem in self.problems.as_ref().map(|p| p()).unwrap_or_default() {
+            body.push_str(&problem);
+            body.push('\n');
+        }
+        body
     }
 
     fn answer(&self, method: &Method, path: &str) -> Response<Full<Bytes>> {
@@ -165,14 +198,18 @@ impl Endpoints {
         match path {
             "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
             "/readyz" => match (self.readiness)() {
-                None => reply(StatusCode::OK, "text/plain", "ready\n".into()),
+                None => reply(StatusCode::OK, "text/plain", self.readiness_body("ready")),
                 Some(missing) => reply(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "text/plain",
-                    format!("{missing}\n"),
+                    self.readiness_body(&missing),
                 ),
             },
-            "/metrics" => reply(StatusCode::OK, OPENMETRICS, self.metrics_text()),
+            "/metrics" => reply(
+                StatusCode::OK,
+                prometheus_text::CONTENT_TYPE,
+                self.metrics_text(),
+            ),
             _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
         }
     }
@@ -242,11 +279,50 @@ mod tests {
             StatusCode::METHOD_NOT_ALLOWED
         );
         let text = endpoints.metrics_text();
-        assert!(text.contains("things_total 1"), "{text}");
+        assert!(
+            text.contains("# TYPE things_total counter\nthings_total 1\n"),
+            "{text}"
+        );
         assert!(text.contains("process_resident_memory_bytes "), "{text}");
         assert!(text.contains("process_cpu_seconds_total "), "{text}");
-        assert_eq!(text.matches("# EOF").count(), 1);
-        assert!(text.ends_with("# EOF\n"));
+        assert!(!text.contains("# EOF"), "0.0.4 has no EOF: {text}");
+        let metrics = endpoints.answer(&Method::GET, "/metrics");
+        assert_eq!(
+            metrics.headers()["content-type"],
+            "text/plain; version=0.0.4; charset=utf-8"
+        );
+        let bare = endpoints.clone().with_bare_counters(&["things"]);
+        assert!(bare
+            .metrics_text()
+            .contains("# TYPE things counter\nthings 1\n"));
+    }
+
+    #[tokio::test]
+    async fn readyz_lists_the_problems_whether_ready_or_not() {
+        use http_body_util::BodyExt;
+        let (ready_tx, ready) = watch::channel(true);
+        let endpoints = Endpoints::new(ready, Arc::new(|_: &mut String| {}))
+            .with_problems(Arc::new(|| vec!["Throttled: assign-ips".to_string()]));
+        let body = |endpoints: &Endpoints| {
+            let response = endpoints.answer(&Method::GET, "/readyz");
+            let status = response.status();
+            async move {
+                let bytes = response.into_body().collect().await.unwrap().to_bytes();
+                (status, String::from_utf8(bytes.to_vec()).unwrap())
+            }
+        };
+        assert_eq!(
+            body(&endpoints).await,
+            (StatusCode::OK, "ready\nThrottled: assign-ips\n".to_string())
+        );
+        ready_tx.send_replace(false);
+        assert_eq!(
+            body(&endpoints).await,
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready\nThrottled: assign-ips\n".to_string()
+            )
+        );
     }
 
     #[tokio::test]

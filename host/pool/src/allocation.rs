@@ -17,6 +17,7 @@ use ipam_cloud::{
 use crate::ipam_mode::IpamMode;
 use crate::node_view::NodeView;
 use crate::pool::{count, pool_of};
+use crate::room;
 use crate::select::{self, SubnetQuery};
 use crate::tags::ownership_tags;
 use crate::watermarks;
@@ -105,10 +106,8 @@ pub fn plan(input: &AllocationInput<'_>) -> AllocationPlan {
         return AllocationPlan::Satisfied;
     }
     let wanted = watermarks::allocation_size(input.needed, node.watermarks().max_above_watermark);
-    let use_prefixes = input.prefix_delegation
-        && limits.prefix_delegation
-        && input.capabilities.prefixes
-        && !node.spec.eni.disable_prefix_delegation;
+    let use_prefixes =
+        room::uses_prefixes(node, limits, input.capabilities, input.prefix_delegation);
 
     let exclude = node.exclude_interface_tags();
     let only_named = match input.mode {

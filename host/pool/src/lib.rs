@@ -17,6 +17,7 @@ pub mod node_view;
 pub mod pool;
 pub mod rate_buckets;
 pub mod release_plan;
+pub mod room;
 pub mod schedule;
 pub mod select;
 pub mod tags;

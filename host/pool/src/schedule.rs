@@ -3,9 +3,11 @@
 //! never worked on twice at once (a change while it runs queues it again);
 //! nodes can be put off until a time (release delay, a blocked node); a node
 //! whose pass failed is held until its backoff ends, whatever marks it
-//! meanwhile (a watch event, its own publish), and queued then. Time is a
-//! parameter: the engine passes its clock's instants (tokio's, paused in
-//! simulations).
+//! meanwhile (a watch event, its own publish), and queued then. Requests for
+//! a node that come while it waits are folded into its next run, which says
+//! how many it answers and how long the first waited (Cilium's trigger
+//! metrics). Time is a parameter: the engine passes its clock's instants
+//! (tokio's, paused in simulations).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -26,6 +28,19 @@ pub struct Schedule {
     /// Backing off after a failure: not queued before this instant.
     holds: BTreeSet<(Instant, String)>,
     hold_of: HashMap<String, Instant>,
+    /// Requests not yet answered by a run, per node.
+    requests: HashMap<String, Requests>,
+    /// Every request made so far.
+    requests_made: u64,
+}
+
+/// The requests one run of a node answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Requests {
+    /// How many were folded into the run.
+    pub count: u32,
+    /// When the first of them was made.
+    pub first: Instant,
 }
 
 impl Schedule {
@@ -49,6 +64,35 @@ impl Schedule {
         } else {
             self.queue.insert((Reverse(deficit), name.to_string()));
         }
+    }
+
+    /// [`Schedule::mark`], counted as a request made at `at`: folded with
+    /// the others not yet answered into the node's next run.
+    pub fn request(&mut self, name: &str, deficit: u32, at: Instant) {
+        self.requests_made += 1;
+        self.requests
+            .entry(name.to_string())
+            .and_modify(|r| {
+                r.count = r.count.saturating_add(1);
+                r.first = r.first.min(at);
+            })
+            .or_insert(Requests {
+                count: 1,
+                first: at,
+            });
+        self.mark(name, deficit);
+    }
+
+    /// The requests the run of `name` just started answers (taken: the
+    /// next run answers the requests made from now on). None for a run
+    /// queued by [`Schedule::mark`] alone.
+    pub fn take_requests(&mut self, name: &str) -> Option<Requests> {
+        self.requests.remove(name)
+    }
+
+    /// Requests made since the schedule was created.
+    pub fn requests_made(&self) -> u64 {
+        self.requests_made
     }
 
     /// A pass of the node failed: hold it until `until` (a later hold
@@ -85,7 +129,7 @@ impl Schedule {
             self.holds.pop_first();
             self.hold_of.remove(&name);
             let deficit = self.deficit.get(&name).copied().unwrap_or(0);
-            self.mark(&name, deficit);
+            self.request(&name, deficit, until);
         }
         while let Some((at, name)) = self.timers.first().cloned() {
             if at > now {
@@ -94,7 +138,7 @@ impl Schedule {
             self.timers.pop_first();
             self.timer_of.remove(&name);
             let deficit = self.deficit.get(&name).copied().unwrap_or(0);
-            self.mark(&name, deficit);
+            self.request(&name, deficit, at);
         }
     }
 
@@ -134,6 +178,7 @@ impl Schedule {
             self.holds.remove(&(until, name.to_string()));
         }
         self.again.remove(name);
+        self.requests.remove(name);
     }
 
     pub fn queued(&self) -> usize {
@@ -251,5 +296,58 @@ mod tests {
         s.forget("b");
         s.due(t0 + Duration::from_secs(60));
         assert_eq!(s.start_next(), None, "forgotten nodes never come back");
+    }
+
+    #[test]
+    fn requests_made_while_a_node_waits_or_runs_fold_into_its_next_run() {
+        let mut s = Schedule::new();
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(1);
+        s.request("a", 5, t1);
+        s.request("a", 6, t0);
+        assert_eq!(s.start_next().as_deref(), Some("a"));
+        assert_eq!(
+            s.take_requests("a"),
+            Some(Requests {
+                count: 2,
+                first: t0
+            }),
+            "two requests, waiting since the earlier"
+        );
+        assert_eq!(s.take_requests("a"), None, "taken once");
+        // Requested again while running: answered by the run after.
+        let t2 = t0 + Duration::from_secs(2);
+        s.request("a", 3, t2);
+        s.done("a", 3);
+        assert_eq!(s.start_next().as_deref(), Some("a"));
+        assert_eq!(
+            s.take_requests("a"),
+            Some(Requests {
+                count: 1,
+                first: t2
+            })
+        );
+        s.done("a", 0);
+        // A timer coming due is a request made at its own instant.
+        let t9 = t0 + Duration::from_secs(9);
+        s.revisit("a", t9);
+        s.due(t9 + Duration::from_secs(1));
+        assert_eq!(s.start_next().as_deref(), Some("a"));
+        assert_eq!(
+            s.take_requests("a"),
+            Some(Requests {
+                count: 1,
+                first: t9
+            })
+        );
+        // A plain mark is no request.
+        s.done("a", 0);
+        s.mark("a", 9);
+        assert_eq!(s.start_next().as_deref(), Some("a"));
+        assert_eq!(s.take_requests("a"), None);
+        s.request("b", 1, t9);
+        s.forget("b");
+        assert_eq!(s.take_requests("b"), None, "a forgotten node's requests go");
+        assert_eq!(s.requests_made(), 5);
     }
 }

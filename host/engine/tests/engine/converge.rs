@@ -76,15 +76,25 @@ async fn nodes_converge_publish_their_interfaces_and_show_in_metrics() {
         metrics.interface_creation_ops.get_or_create(&subnet).get(),
         2
     );
-    assert_eq!(metrics.allocation_ops.get_or_create(&subnet).get(), 4);
+    assert_eq!(
+        metrics.ip_allocation_ops.get_or_create(&subnet).get(),
+        11 + 15,
+        "every address, those created with an interface included"
+    );
     let text = metrics.encode();
     for line in [
         "cilium_operator_ipam_nodes{category=\"total\"} 2",
         "cilium_operator_ipam_ips{type=\"used\"} 6",
-        "cilium_operator_ipam_available_ips{target_node=\"n1\"} 11",
-        "cilium_operator_ipam_available_ips{target_node=\"n2\"} 15",
+        // m5.large: 3 interfaces of 9 secondary addresses.
+        "cilium_operator_ipam_available_ips{target_node=\"n1\"} 27",
+        "cilium_operator_ipam_available_ips{target_node=\"n2\"} 27",
         "cilium_operator_ipam_used_ips{target_node=\"n2\"} 3",
-        "cilium_operator_ipam_ips{type=\"available\"} 26",
+        // Free: pre-allocate 8 and 12.
+        "cilium_operator_ipam_ips{type=\"available\"} 20",
+        // Each has one interface with room, and one slot left.
+        "cilium_operator_ipam_interface_candidates 2",
+        "cilium_operator_ipam_empty_interface_slots 2",
+        "cilium_operator_ipam_available_interfaces 4",
         "cilium_operator_ipam_api_calls_total{operation=\"create-interface\",response_code=\"ok\"} 2",
     ] {
         assert!(text.contains(line), "{line} in\n{text}");

@@ -20,3 +20,5 @@ mod release;
 mod steered;
 mod support;
 mod surge;
+mod triggers;
+mod trouble;

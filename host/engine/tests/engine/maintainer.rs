@@ -140,7 +140,7 @@ async fn a_pass_reports_release_pending_until_the_excess_has_left() {
     let metrics = s.metrics.encode();
     assert!(
         metrics.lines().any(|l| l.starts_with(
-            "cilium_operator_ipam_release_duration_seconds_count{type=\"ip\",status=\"success\",subnet_id=\"subnet-a\"}"
+            "cilium_operator_ipam_release_duration_seconds_count{type=\"releaseIP\",status=\"success\",subnet_id=\"subnet-a\"}"
         )),
         "each unassign's duration is observed: {metrics}"
     );

@@ -1,8 +1,9 @@
 //! [`SteeredCloud`]: the fake cloud with what a test stages around its
 //! calls: a latency on every call (on the paused clock), a count of calls in
-//! flight at once, panics inside chosen calls, an instance listing taken
-//! at once but handed back only when the test says so, and lies added to
-//! the detached-interface listing.
+//! flight at once, panics inside chosen calls, failures the host would
+//! report (a trap, a timeout, a refused answer) in place of chosen calls, an
+//! instance listing taken at once but handed back only when the test says
+//! so, and lies added to the detached-interface listing.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -26,6 +27,8 @@ pub struct SteeredCloud {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     panics: Mutex<HashMap<Operation, u32>>,
+    /// Returned in place of the next calls of an operation, in order.
+    failures: Mutex<HashMap<Operation, Vec<CloudError>>>,
     held_listing: Mutex<Option<Hold>>,
     /// Listed as detached besides what the fake lists, whatever they are.
     detached_lies: Mutex<Vec<NetworkInterface>>,
@@ -49,6 +52,7 @@ impl SteeredCloud {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             panics: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
             held_listing: Mutex::new(None),
             detached_lies: Mutex::new(Vec::new()),
         }
@@ -62,6 +66,17 @@ impl SteeredCloud {
     /// The next `times` calls of `operation` panic before reaching the fake.
     pub fn panic_next(&self, operation: Operation, times: u32) {
         self.panics.lock().unwrap().insert(operation, times);
+    }
+
+    /// The next call of `operation` fails with `error` without reaching
+    /// the fake (after those staged before it).
+    pub fn fail_next_with(&self, operation: Operation, error: CloudError) {
+        self.failures
+            .lock()
+            .unwrap()
+            .entry(operation)
+            .or_default()
+            .push(error);
     }
 
     /// The next instance listing is taken at once and handed back when the
@@ -78,7 +93,11 @@ impl SteeredCloud {
         self.max_in_flight.load(Ordering::SeqCst)
     }
 
-    async fn call<T>(&self, operation: Operation, call: impl Future<Output = T>) -> T {
+    async fn call<T>(
+        &self,
+        operation: Operation,
+        call: impl Future<Output = Result<T, CloudError>>,
+    ) -> Result<T, CloudError> {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
         let _flight = Flight(&self.in_flight);
@@ -97,6 +116,16 @@ impl SteeredCloud {
         };
         if panic_now {
             panic!("a staged panic in {}", operation.wit_name());
+        }
+        let failure = {
+            let mut failures = self.failures.lock().unwrap();
+            failures
+                .get_mut(&operation)
+                .filter(|staged| !staged.is_empty())
+                .map(|staged| staged.remove(0))
+        };
+        if let Some(error) = failure {
+            return Err(error);
         }
         call.await
     }

@@ -14,7 +14,7 @@ use ipam_cloud::rate::BucketConfig;
 use ipam_cloud::Tag;
 use ipam_clouds::Cloud;
 use ipam_duty::DutyMetrics;
-use ipam_engine::{IpamMode, LoopSettings, MaintenanceSettings, Metrics};
+use ipam_engine::{CloudProblems, IpamMode, LoopSettings, MaintenanceSettings, Metrics};
 use ipam_health_http::startup::Startup;
 use ipam_k8s::endpoint_gc::{EndpointGc, EndpointGcSettings};
 use ipam_k8s::leader_metrics::LeaderMetrics;
@@ -362,7 +362,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     // Health first: /healthz answers while the slow start-up runs, and
     // /readyz says which of its steps are still waited for.
-    let metrics = Arc::new(Metrics::new());
+    // Cilium's cloud API families too, under the cloud's Cilium name.
+    let metrics = Arc::new(match cloud_kind.cilium_api_subsystem() {
+        Some(subsystem) => Metrics::with_cloud_api(subsystem),
+        None => Metrics::new(),
+    });
+    let problems = Arc::new(CloudProblems::default());
     let duty_metrics = Arc::new(DutyMetrics::new());
     let leader_metrics = Arc::new(LeaderMetrics::new());
     // The heartbeat's gauge is shown only where the heartbeat runs, so an
@@ -383,7 +388,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let server = tokio::spawn(serve(
         listener,
         endpoints(
-            readiness(startup.clone(), ready, pause.clone()),
+            readiness(startup.clone(), ready, pause.clone(), problems.clone()),
+            problems.clone(),
             metrics.clone(),
             &duty_metrics,
             &startup,
@@ -405,7 +411,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         client,
         store,
     } = tokio::select! {
-        started = start(&args, &trust, &registries, &rate, &metrics, &startup) => started?,
+        started = start(&args, &trust, &registries, &rate, &metrics, &problems, &startup) => started?,
         () = until_stop(stop.clone()) => {
             tracing::info!(
                 waiting = startup.report().pending().unwrap_or_default(),

@@ -13,7 +13,7 @@ use ipam_cloud::CloudApi;
 use ipam_clouds::aws::credentials::AwsCredentialConfig;
 use ipam_clouds::azure::credentials::AzureCredentialConfig;
 use ipam_clouds::Cloud;
-use ipam_engine::{LimitedCloud, Metrics};
+use ipam_engine::{CloudProblems, LimitedCloud, Metrics};
 use ipam_health_http::startup::Startup;
 use ipam_k8s::store::{KubeNodeStore, FIELD_MANAGER};
 use ipam_kvstore::etcd_store::EtcdStore;
@@ -42,9 +42,19 @@ pub async fn start(
     registries: &RegistryAccess,
     rate: &RateSettings,
     metrics: &Arc<Metrics>,
+    problems: &Arc<CloudProblems>,
     startup: &Startup<StartStep>,
 ) -> anyhow::Result<Started> {
-    let cloud = provider(args, trust, registries, rate, metrics, startup).await?;
+    let cloud = load_provider(
+        args,
+        trust,
+        registries,
+        rate,
+        metrics,
+        Some(problems),
+        startup,
+    )
+    .await?;
 
     // etcd is dialled at start, leader or not, so that a bad address or
     // certificate stops the process at once instead of at its first lead.
@@ -112,13 +122,26 @@ pub async fn start(
 }
 
 /// The provider module with its credentials, loaded, behind the rate
-/// limits.
+/// limits, its calls recorded in `metrics`.
 pub(super) async fn provider(
     args: &RunArgs,
     trust: &TrustRoots,
     registries: &RegistryAccess,
     rate: &RateSettings,
     metrics: &Arc<Metrics>,
+    startup: &Startup<StartStep>,
+) -> anyhow::Result<Arc<LimitedCloud<WasmProvider>>> {
+    load_provider(args, trust, registries, rate, metrics, None, startup).await
+}
+
+/// [`provider`], the trouble its calls meet kept in `problems` if given.
+async fn load_provider(
+    args: &RunArgs,
+    trust: &TrustRoots,
+    registries: &RegistryAccess,
+    rate: &RateSettings,
+    metrics: &Arc<Metrics>,
+    problems: Option<&Arc<CloudProblems>>,
     startup: &Startup<StartStep>,
 ) -> anyhow::Result<Arc<LimitedCloud<WasmProvider>>> {
     let cloud_kind = Cloud::from(args.cloud);
@@ -219,9 +242,11 @@ pub(super) async fn provider(
         tracing::info!(provider = %provider.info().name, module = %path.display(), "provider loaded");
         let limits = rate_limits(provider.info(), rate)?;
         tracing::info!(buckets = %limits.summary(), "keeping to the cloud's rate limits");
-        Ok(Arc::new(
-            LimitedCloud::new(provider, limits).with_metrics(metrics.clone()),
-        ))
+        let cloud = LimitedCloud::new(provider, limits).with_metrics(metrics.clone());
+        Ok(Arc::new(match problems {
+            Some(problems) => cloud.with_problems(problems.clone()),
+            None => cloud,
+        }))
     })
     .await
 }

@@ -93,8 +93,14 @@ async fn the_operator_process_fills_a_node_serves_health_and_hands_back_its_leas
     assert_eq!(http_get(&listen, "/healthz").map(|r| r.0), Some(200));
     let (code, metrics) = http_get(&listen, "/metrics").expect("/metrics answers");
     assert_eq!(code, 200);
+    // As Cilium counts: the node's capacity (m5.large: 3 interfaces of 9
+    // secondary addresses), and the free addresses over all nodes.
     assert!(
-        metrics.contains("cilium_operator_ipam_available_ips{target_node=\"n1\"} 8"),
+        metrics.contains("cilium_operator_ipam_available_ips{target_node=\"n1\"} 27"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("cilium_operator_ipam_ips{type=\"available\"} 8"),
         "{metrics}"
     );
     assert!(metrics.contains("process_resident_memory_bytes"));

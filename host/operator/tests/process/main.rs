@@ -5,6 +5,7 @@
 mod beside_cilium;
 mod kvstore;
 mod lifecycle;
+mod metrics;
 mod migration;
 mod private_registry;
 mod sigkill;

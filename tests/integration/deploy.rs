@@ -207,6 +207,7 @@ fn check_objects(overlay: &str, objects: &[Value]) {
         strings(get(lease, "rules.0.verbs")),
         ["get", "create", "update"]
     );
+    check_cilium_reader(overlay, objects);
     // The Deployment: two replicas spread apart, probes, locked down.
     let deployment = find(objects, "Deployment", "ipam-operator");
     assert_eq!(
@@ -259,6 +260,54 @@ fn check_objects(overlay: &str, objects: &[Value]) {
     );
     let pdb = find(objects, "PodDisruptionBudget", "ipam-operator");
     assert_eq!(get(pdb, "spec.minAvailable").as_u64(), Some(1));
+}
+
+/// Cilium's operator is read by name and nothing else of Cilium's
+/// namespace (whether it allocates beside this one): its Lease, its
+/// configuration, its Deployment, get only; bound to the operator's
+/// ServiceAccount.
+fn check_cilium_reader(overlay: &str, objects: &[Value]) {
+    let role = find(objects, "Role", "ipam-operator-cilium-reader");
+    let rules: Vec<[Vec<String>; 4]> = get(role, "rules")
+        .as_sequence()
+        .expect("rules")
+        .iter()
+        .map(|rule| {
+            ["apiGroups", "resources", "resourceNames", "verbs"].map(|key| strings(get(rule, key)))
+        })
+        .collect();
+    let want = |group: &str, resource: &str, name: &str| {
+        [group, resource, name, "get"].map(|one| vec![one.to_string()])
+    };
+    assert_eq!(
+        rules,
+        [
+            want(
+                "coordination.k8s.io",
+                "leases",
+                "cilium-operator-resource-lock"
+            ),
+            want("", "configmaps", "cilium-config"),
+            want("apps", "deployments", "cilium-operator"),
+        ],
+        "{overlay}"
+    );
+    let binding = find(objects, "RoleBinding", "ipam-operator-cilium-reader");
+    assert_eq!(
+        get(binding, "roleRef.name").as_str(),
+        Some("ipam-operator-cilium-reader"),
+        "{overlay}"
+    );
+    assert_eq!(
+        get(binding, "subjects.0.name").as_str(),
+        Some("ipam-operator"),
+        "{overlay}"
+    );
+    assert_eq!(
+        get(binding, "metadata.namespace"),
+        get(role, "metadata.namespace"),
+        "{overlay}"
+    );
 }
 
 /// The operator starts where no pod address exists yet: on the node's

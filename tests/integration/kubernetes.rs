@@ -1,6 +1,8 @@
 //! The Kubernetes layer against a fake API server behind kube's mock
-//! service: the CiliumNode store, merge patches, the release handshake
-//! through status, leader election and handover.
+//! service: the CiliumNode store (with what it keeps for the other-writer
+//! watch: other managers' contested managedFields, the nodes Cilium's IPAM
+//! skips), merge patches, the release handshake through status, leader
+//! election and handover.
 
 use ipam_tests as common;
 use ipam_tests::fake_apiserver;
@@ -759,4 +761,58 @@ async fn two_candidates_racing_for_an_expired_lease_one_leads_the_other_gets_409
                  "renewTime": "2020-01-01T00:00:00.000000Z", "leaseTransitions": 4}
     });
     race_for_the_lease(Some(expired), 5).await;
+}
+
+#[tokio::test]
+async fn the_store_keeps_other_managers_contested_fields_and_the_nodes_cilium_skips() {
+    let (client, server) = FakeApiServer::start();
+    let mut skipped = agent_node("skipped", "i-0001", 2);
+    skipped["metadata"]["annotations"] = json!({"ipam.cilium.io/ignore": "true"});
+    server.put(CILIUMNODES, skipped);
+    server.put(CILIUMNODES, agent_node("n2", "i-0002", 2));
+    let api = kube::Api::<kube::api::DynamicObject>::all_with(
+        client.clone(),
+        &ipam_ciliumnode::kube::api_resource(),
+    );
+    let patch = |manager: &str| kube::api::PatchParams {
+        field_manager: Some(manager.into()),
+        ..kube::api::PatchParams::default()
+    };
+    let pool = json!({"spec": {"ipam": {"pool": {"10.0.0.9": {"resource": "eni-9"}}}}});
+    let status = json!({"status": {"eni": {"enis": {"eni-9": {"id": "eni-9"}}}}});
+    for node in ["skipped", "n2"] {
+        api.patch(
+            node,
+            &patch("ipam-operator"),
+            &kube::api::Patch::Merge(&pool),
+        )
+        .await
+        .unwrap();
+    }
+    api.patch_status(
+        "n2",
+        &patch("cilium-operator-aws"),
+        &kube::api::Patch::Merge(&status),
+    )
+    .await
+    .unwrap();
+    let store = synced_store(client, "ipam-operator").await;
+    assert!(
+        store.contested_entries("skipped").is_empty(),
+        "its own entries are none of the watch's business"
+    );
+    let entries = store.contested_entries("n2");
+    let managers: Vec<(&str, Option<&str>)> = entries
+        .iter()
+        .map(|e| (e.manager.as_str(), e.subresource.as_deref()))
+        .collect();
+    assert_eq!(managers, [("cilium-operator-aws", Some("status"))]);
+    assert_eq!(store.all_contested_entries().len(), 1);
+    assert_eq!(
+        store.nodes_cilium_allocates_for(),
+        (1, Some("n2".to_string()))
+    );
+    server.delete(CILIUMNODES, "n2");
+    eventually("n2 forgotten", || store.contested_entries("n2").is_empty()).await;
+    assert_eq!(store.nodes_cilium_allocates_for(), (0, None));
 }

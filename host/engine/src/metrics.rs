@@ -30,8 +30,8 @@ use prometheus_client::registry::Registry;
 pub use cloud_api::{operation_labels, CloudApiMetrics};
 pub use labels::{
     ApiCallLabel, BudgetLabel, CategoryLabel, CloudCallLabel, CloudOperationLabel, DurationLabel,
-    NodeLabel, OperationLabel, ProviderLabel, RefusalLabel, SubnetLabel, SubnetZoneLabel,
-    TypeLabel,
+    ManagerLabel, NodeLabel, OperationLabel, ProviderLabel, RefusalLabel, SubnetLabel,
+    SubnetZoneLabel, TypeLabel,
 };
 pub use trigger::TriggerMetrics;
 
@@ -117,6 +117,9 @@ pub struct Metrics {
     pub api_answers_refused: Family<RefusalLabel, Counter>,
     pub provider_over_budget: Family<BudgetLabel, Counter>,
     pub provider_log_lines_dropped: Family<ProviderLabel, Counter>,
+    /// 1 while another writer of the operator's CiliumNode fields is seen
+    /// (and the engine does not write), 0 after.
+    pub other_writer: Family<ManagerLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -179,6 +182,7 @@ impl Metrics {
             api_answers_refused: Family::default(),
             provider_over_budget: Family::default(),
             provider_log_lines_dropped: Family::default(),
+            other_writer: Family::default(),
         };
         let mut registry = Registry::with_prefix("cilium_operator");
         metrics.register_ipam(registry.sub_registry_with_prefix("ipam"));
@@ -306,6 +310,13 @@ impl Metrics {
             "provider_log_lines_dropped",
             "Guest log lines dropped over a provider call's log budget, by provider",
             m.provider_log_lines_dropped.clone(),
+        );
+        r.register(
+            "other_writer",
+            "1 while another writer (a field manager, or Cilium's operator through its \
+             Lease) changes the CiliumNode fields this operator owns, so it does not write; \
+             0 after, by manager",
+            m.other_writer.clone(),
         );
     }
 

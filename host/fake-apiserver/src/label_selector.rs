@@ -56,7 +56,7 @@ impl Term {
 pub(crate) struct LabelSelector(Vec<Term>);
 
 /// Undo the query's percent-encoding (`%3D` for `=`, `+` for a space).
-fn decoded(text: &str) -> String {
+pub(crate) fn decoded(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -3,18 +3,23 @@
 //! depends on it: cluster-scoped and namespaced resources (a cluster-wide
 //! list or watch sees every namespace, a namespaced one its own), each
 //! answered with its apiVersion and kind; a uid and resourceVersions on
-//! every write; list, then a streaming watch from the list's
+//! every write; `metadata.managedFields` recorded on every write a client
+//! sends (create, replace, patch), the manager taken from `fieldManager` or
+//! the User-Agent (`managed_fields` says what is recorded as the real
+//! server records it, and what is not; the helpers that write as another
+//! client would, [`FakeApiServer::put`] and the like, record nothing); list, then a streaming watch from the list's
 //! resourceVersion (what changed since, then a bookmark); 410 Gone on a
 //! watch when asked; JSON merge patches on an object (status left alone) and
 //! on its status subresource (only status); replace with optimistic
-//! concurrency (409 on a stale resourceVersion); create (409 when it
+//! concurrency (409 on a stale resourceVersion), of an object (its status
+//! kept) or of its status subresource (only status taken); create (409 when it
 //! exists); delete of one object with DeleteOptions preconditions (409 when
 //! the uid or resourceVersion differs; watchers told DELETED); 409 on the
 //! next patches when asked; watch events held back while asked (a lagging
 //! cache); 500 on every write to a collection while told to
 //! fail them (an API server that cannot persist, as a renewal failing past
 //! the renew deadline needs), or on the writes of its status subresource
-//! alone; reads of one object held until several have
+//! alone; 403 on every request to a collection while told to forbid it; reads of one object held until several have
 //! arrived, so concurrent readers see the same resourceVersion (two
 //! candidates racing for a Lease). Requests are logged with the status
 //! answered, so tests can check who wrote what and who was refused. Label
@@ -34,6 +39,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 mod label_selector;
+mod managed_fields;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -44,6 +50,7 @@ use hyper::body::Frame;
 use serde_json::{json, Value};
 
 use label_selector::LabelSelector;
+use managed_fields::Writer;
 use tokio::sync::mpsc;
 
 pub const CILIUMNODES: &str = "/apis/cilium.io/v2/ciliumnodes";
@@ -169,6 +176,8 @@ fn kind_of(resource: &str) -> (String, &'static str) {
         "ciliumendpoints" => "CiliumEndpoint",
         "ciliumnodes" => "CiliumNode",
         "leases" => "Lease",
+        "configmaps" => "ConfigMap",
+        "deployments" => "Deployment",
         "events" => "Event",
         "customresourcedefinitions" => "CustomResourceDefinition",
         "namespaces" => "Namespace",
@@ -211,6 +220,8 @@ struct State {
     failing_writes: BTreeSet<Scope>,
     /// scopes whose status subresource writes are answered 500
     failing_status_writes: BTreeSet<Scope>,
+    /// scopes every request to is answered 403 (RBAC says no)
+    forbidden: BTreeSet<Scope>,
     held_reads: Option<HeldReads>,
     /// scope -> watches to refuse with 410 Gone
     gone_on_watch: BTreeMap<Scope, u32>,
@@ -451,6 +462,13 @@ impl FakeApiServer {
         self.with(|s| toggle(&mut s.failing_status_writes, scope, failing));
     }
 
+    /// While `forbidden`, every request (read or write) to `collection` is
+    /// answered 403 Forbidden, as to a client whose RBAC lacks the verb.
+    pub fn forbid(&self, collection: &str, forbidden: bool) {
+        let scope = parse(collection).scope;
+        self.with(|s| toggle(&mut s.forbidden, scope, forbidden));
+    }
+
     /// Hold the next `count` reads of one object: each gets the object as it
     /// was when it asked (or 404), but only once the last of them has asked,
     /// so `count` concurrent readers all decide on the same resourceVersion.
@@ -523,8 +541,20 @@ impl FakeApiServer {
         let path = parts.uri.path().to_string();
         let query = parts.uri.query().unwrap_or_default().to_string();
         let body: Option<Value> = serde_json::from_slice(body).ok();
+        let user_agent = parts
+            .headers
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok());
+        let manager = Writer::manager_of(&query, user_agent);
         let mut state = self.state.lock().expect("fake server state");
-        let response = route(&mut state, &parts.method, &path, &query, body.clone());
+        let response = route(
+            &mut state,
+            &parts.method,
+            &path,
+            &query,
+            body.clone(),
+            &manager,
+        );
         state.log.push(Logged {
             method: parts.method.clone(),
             path,
@@ -543,6 +573,7 @@ fn route(
     path: &str,
     query: &str,
     body: Option<Value>,
+    manager: &str,
 ) -> Response<Body> {
     let Target {
         scope,
@@ -550,6 +581,12 @@ fn route(
         is_status,
     } = parse(path);
     let (api_version, kind) = kind_of(&scope.resource);
+    let writer = Writer {
+        manager: manager.to_string(),
+        subresource: is_status.then(|| "status".to_string()),
+        api_version: api_version.clone(),
+        time: managed_fields::now(),
+    };
     let watching = query
         .split('&')
         .any(|p| p == "watch=true" || p == "watch=1");
@@ -559,6 +596,12 @@ fn route(
             .iter()
             .any(|failing| failing.covers(&scope.resource, &namespace))
     };
+    if failing(&state.forbidden) {
+        return respond(
+            403,
+            &status(403, "Forbidden", &format!("{method} {path} is forbidden")),
+        );
+    }
     if *method != Method::GET
         && (failing(&state.failing_writes) || (is_status && failing(&state.failing_status_writes)))
     {
@@ -653,7 +696,7 @@ fn route(
             hold_read(state, code, &answer)
         }
         (&Method::POST, None) => {
-            let object = body.unwrap_or(Value::Null);
+            let mut object = body.unwrap_or(Value::Null);
             let name = object["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
@@ -674,16 +717,43 @@ fn route(
                     &status(409, "AlreadyExists", &format!("{} exists", key.1)),
                 );
             }
+            let given = carries_managed_fields(&object);
+            managed_fields::record(None, &mut object, &writer, given);
             respond_json(201, store(state, &scope.resource, key, object, "ADDED"))
         }
         (&Method::PUT, Some(name)) => {
-            let object = body.unwrap_or(Value::Null);
+            let body = body.unwrap_or(Value::Null);
             let Some((key, current)) = state.find(&scope, &name) else {
                 return not_found(&name);
             };
-            if object["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
+            if body["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
                 return conflict();
             }
+            let given = carries_managed_fields(&body);
+            // The status subresource takes only status (and the entries
+            // given); the object everything but status.
+            let (mut object, status_from) = match is_status {
+                true => {
+                    let mut object = current.clone();
+                    if given {
+                        object["metadata"]["managedFields"] =
+                            body["metadata"]["managedFields"].clone();
+                    }
+                    (object, &body)
+                }
+                false => (body.clone(), current),
+            };
+            match (status_from.get("status"), object.as_object_mut()) {
+                (Some(status), Some(map)) => {
+                    map.insert("status".into(), status.clone());
+                }
+                (None, Some(map)) => {
+                    map.remove("status");
+                }
+                (_, None) => {}
+            }
+            let current = current.clone();
+            managed_fields::record(Some(&current), &mut object, &writer, given);
             respond_json(200, store(state, &scope.resource, key, object, "MODIFIED"))
         }
         (&Method::PATCH, Some(name)) => {
@@ -694,6 +764,7 @@ fn route(
             let Some((key, object)) = state.find(&scope, &name) else {
                 return not_found(&name);
             };
+            let current = object.clone();
             let mut object = object.clone();
             let mut patch = body.unwrap_or(Value::Null);
             // The status subresource takes only status; the object
@@ -707,6 +778,8 @@ fn route(
                 map.remove("status");
             }
             merge(&mut object, &patch);
+            let given = carries_managed_fields(&patch);
+            managed_fields::record(Some(&current), &mut object, &writer, given);
             respond_json(200, store(state, &scope.resource, key, object, "MODIFIED"))
         }
         (&Method::DELETE, Some(name)) => {
@@ -742,6 +815,14 @@ fn route(
             &status(405, "MethodNotAllowed", &format!("{method} {path}")),
         ),
     }
+}
+
+/// Whether a request's object or patch names metadata.managedFields (they
+/// then replace the stored ones before the write is recorded).
+fn carries_managed_fields(body: &Value) -> bool {
+    body.get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .is_some()
 }
 
 /// A held read: its head now, its body (`answer`) once the last held reader
@@ -994,6 +1075,115 @@ mod tests {
         let stored = server.get(PODS, "p").expect("the pod");
         assert_eq!(stored["status"]["phase"], "Running");
         assert_eq!(stored["metadata"]["labels"]["x"], "1");
+    }
+
+    /// A write as client-go sends it: no fieldManager, its User-Agent.
+    async fn write_as_client_go(client: &kube::Client, method: Method, path: &str, body: &Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(
+                http::header::USER_AGENT,
+                "cilium-operator-aws/v1.16.5 (linux/amd64) kubernetes/0f1e2d3",
+            )
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(body).unwrap())
+            .unwrap();
+        client.request_text(request).await.expect("the write");
+    }
+
+    #[tokio::test]
+    async fn writes_are_recorded_in_managed_fields_by_manager_operation_and_subresource() {
+        let (client, server) = FakeApiServer::start();
+        server.put(
+            CILIUMNODES,
+            json!({"metadata": {"name": "n1"}, "spec": {"instance-id": "i-1"},
+                   "status": {"ipam": {"used": {}}}}),
+        );
+        assert!(
+            server.get(CILIUMNODES, "n1").unwrap()["metadata"]["managedFields"].is_null(),
+            "a helper's write is no client's"
+        );
+        // Cilium's operator: Update of the object, then UpdateStatus.
+        let mut object = server.get(CILIUMNODES, "n1").unwrap();
+        object["spec"]["ipam"] = json!({"pool": {"10.0.0.5": {"resource": "eni-1"}}});
+        object["status"] = json!({"tampered": true});
+        let path = format!("{CILIUMNODES}/n1");
+        write_as_client_go(&client, Method::PUT, &path, &object).await;
+        let stored = server.get(CILIUMNODES, "n1").unwrap();
+        assert_eq!(
+            stored["status"],
+            json!({"ipam": {"used": {}}}),
+            "an update of the object keeps its status"
+        );
+        let mut object = stored.clone();
+        object["status"]["eni"] = json!({"enis": {"eni-1": {"id": "eni-1"}}});
+        object["spec"]["instance-id"] = json!("tampered");
+        write_as_client_go(&client, Method::PUT, &format!("{path}/status"), &object).await;
+        let stored = server.get(CILIUMNODES, "n1").unwrap();
+        assert_eq!(
+            stored["spec"]["instance-id"], "i-1",
+            "an update of the status changes only status"
+        );
+        // This operator: a merge patch of the status with its field manager.
+        let api = kube::Api::<DynamicObject>::all_with(
+            client,
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("cilium.io", "v2", "CiliumNode"),
+                "ciliumnodes",
+            ),
+        );
+        let params = kube::api::PatchParams {
+            field_manager: Some("ipam-operator".into()),
+            ..Default::default()
+        };
+        let patch = json!({"status": {"ipam": {"operator-status": {"error": "x"}}}});
+        api.patch_status("n1", &params, &kube::api::Patch::Merge(&patch))
+            .await
+            .expect("the patch");
+
+        let stored = server.get(CILIUMNODES, "n1").unwrap();
+        let entries = stored["metadata"]["managedFields"].as_array().unwrap();
+        let summary: Vec<(String, Option<String>, Value)> = entries
+            .iter()
+            .map(|e| {
+                assert_eq!(e["operation"], "Update");
+                assert_eq!(e["apiVersion"], "cilium.io/v2");
+                assert_eq!(e["fieldsType"], "FieldsV1");
+                let time = e["time"].as_str().unwrap();
+                assert!(
+                    time.parse::<jiff::Timestamp>().is_ok() && time.ends_with('Z'),
+                    "{time}"
+                );
+                (
+                    e["manager"].as_str().unwrap().to_string(),
+                    e["subresource"].as_str().map(String::from),
+                    e["fieldsV1"].clone(),
+                )
+            })
+            .collect();
+        let find = |manager: &str, subresource: Option<&str>| {
+            summary
+                .iter()
+                .find(|(m, s, _)| m == manager && s.as_deref() == subresource)
+                .map(|(_, _, fields)| fields.clone())
+                .unwrap_or_else(|| panic!("no entry of {manager} {subresource:?}: {summary:#?}"))
+        };
+        assert_eq!(summary.len(), 3, "{summary:#?}");
+        assert_eq!(
+            find("cilium-operator-aws", None),
+            json!({"f:spec": {"f:ipam": {".": {}, "f:pool": {".": {},
+                "f:10.0.0.5": {".": {}, "f:resource": {}}}}}})
+        );
+        assert_eq!(
+            find("cilium-operator-aws", Some("status")),
+            json!({"f:status": {"f:eni": {".": {}, "f:enis": {".": {},
+                "f:eni-1": {".": {}, "f:id": {}}}}}})
+        );
+        assert_eq!(
+            find("ipam-operator", Some("status")),
+            json!({"f:status": {"f:ipam": {"f:operator-status": {".": {}, "f:error": {}}}}})
+        );
     }
 
     #[tokio::test]

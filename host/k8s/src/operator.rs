@@ -1,8 +1,10 @@
 //! What `ipam-operator run` does once connected: the engine runs only while
-//! this replica holds the lease, from a fresh cache each time it takes over
-//! (the previous leader changed the cloud meanwhile), and stops the moment
-//! the lease is lost. Readiness: the CiliumNode cache is synced, and, as
-//! leader, the engine's first resync and pass are done.
+//! this replica holds the lease (and no other writer of the nodes' fields
+//! is seen: [`crate::other_writers::writing`] makes that gate), from a
+//! fresh cache each time it takes over (the previous leader, or the other
+//! writer, changed the cloud meanwhile), and stops the moment the lease is
+//! lost or another writer appears. Readiness: the CiliumNode cache is
+//! synced, and, as leader, the engine's first resync and pass are done.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -25,8 +27,8 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// Run the engine while `leader` is true, until `shutdown`. `ready`
-    /// follows readiness as described above.
+    /// Run the engine while `leader` is true (this replica may write),
+    /// until `shutdown`. `ready` follows readiness as described above.
     pub async fn lead(
         &self,
         mut leader: watch::Receiver<bool>,
@@ -78,7 +80,7 @@ impl Operator {
                 }
                 () = readiness => {}
             }
-            tracing::info!("no longer leading: engine stopped");
+            tracing::info!("no longer leading (or another writer seen): engine stopped");
         }
     }
 }

@@ -4,9 +4,11 @@
 //! ([`ipam_ciliumnode::patch`]). Pending pods per node come from a watch of pods in
 //! phase Pending. A 409 on a patch (an admission webhook or an API server
 //! under load can still return one) is retried; a merge patch carries no
-//! resourceVersion, so the retry cannot undo an agent's write.
+//! resourceVersion, so the retry cannot undo an agent's write. Each node's
+//! managedFields entries of other managers that hold a contested field
+//! ([`crate::other_writers`]) are kept beside it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +20,8 @@ use kube::runtime::watcher::{self, Event};
 use kube::Client;
 use tokio::sync::{broadcast, watch};
 
+use crate::other_writers::cilium_operator::skipped_by_cilium;
+use crate::other_writers::managed_fields::{contested_entries, ContestedEntry};
 use ipam_ciliumnode::kube::{api_resource, from_object, GROUP, KIND, VERSION};
 use ipam_ciliumnode::patch::merge_patches;
 use ipam_ciliumnode::{CiliumNode, NodeUpdate};
@@ -47,6 +51,11 @@ pub struct KubeNodeStore {
     api: Api<DynamicObject>,
     pods: Api<Pod>,
     nodes: Mutex<BTreeMap<String, CiliumNode>>,
+    /// Node -> the managedFields entries of other managers holding a
+    /// contested field (nodes with none are absent).
+    writers: Mutex<BTreeMap<String, Vec<ContestedEntry>>>,
+    /// Nodes annotated for Cilium's IPAM to leave alone.
+    skipped_by_cilium: Mutex<BTreeSet<String>>,
     pending: Mutex<Pods>,
     events: broadcast::Sender<NodeEvent>,
     synced: watch::Sender<bool>,
@@ -78,6 +87,8 @@ impl KubeNodeStore {
             api: Api::all_with(client.clone(), &api_resource()),
             pods: Api::all(client),
             nodes: Mutex::new(BTreeMap::new()),
+            writers: Mutex::new(BTreeMap::new()),
+            skipped_by_cilium: Mutex::new(BTreeSet::new()),
             pending: Mutex::new(Pods::default()),
             events,
             synced: watch::Sender::new(false),
@@ -102,7 +113,86 @@ impl KubeNodeStore {
         self.publish(NodeEvent::Upserted(node));
     }
 
+    /// The field manager this store writes as.
+    pub fn field_manager(&self) -> &str {
+        &self.field_manager
+    }
+
+    /// A node's managedFields entries of other managers holding a
+    /// contested field.
+    pub fn contested_entries(&self, node: &str) -> Vec<ContestedEntry> {
+        self.writers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(node)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Every node's, for the nodes that have any.
+    pub fn all_contested_entries(&self) -> BTreeMap<String, Vec<ContestedEntry>> {
+        self.writers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// How many nodes Cilium's IPAM would allocate for (those not
+    /// annotated for it to leave alone), and one of them.
+    pub fn nodes_cilium_allocates_for(&self) -> (usize, Option<String>) {
+        let skipped = self
+            .skipped_by_cilium
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        // Asked on every change while Cilium's operator allocates: counted
+        // through the (usually few) skipped nodes, not every node.
+        let skipped_known = skipped.iter().filter(|n| nodes.contains_key(*n)).count();
+        let first = nodes.keys().find(|name| !skipped.contains(*name)).cloned();
+        (nodes.len().saturating_sub(skipped_known), first)
+    }
+
+    /// Keep what the other-writer watch needs of a node as read: the other
+    /// managers' contested entries, and whether Cilium's IPAM skips it.
+    fn note_writers(&self, object: &DynamicObject) {
+        let Some(name) = object.metadata.name.clone() else {
+            return;
+        };
+        {
+            let mut skipped = self
+                .skipped_by_cilium
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match skipped_by_cilium(object.metadata.annotations.as_ref()) {
+                true => skipped.insert(name.clone()),
+                false => skipped.remove(&name),
+            };
+        }
+        let listed = object
+            .metadata
+            .managed_fields
+            .as_deref()
+            .unwrap_or_default();
+        let (mut contested, ignored) = contested_entries(listed);
+        for entry in ignored {
+            tracing::debug!(
+                node = %name,
+                index = entry.index,
+                manager = entry.manager.as_deref().unwrap_or_default(),
+                problem = %entry.problem,
+                "a managedFields entry ignored"
+            );
+        }
+        contested.retain(|entry| entry.manager != self.field_manager);
+        let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        match contested.is_empty() {
+            true => writers.remove(&name),
+            false => writers.insert(name, contested),
+        };
+    }
+
     fn read(&self, object: &DynamicObject) -> Option<CiliumNode> {
+        self.note_writers(object);
         match from_object(object) {
             Ok(node) => Some(node),
             Err(error) => {
@@ -137,6 +227,14 @@ impl KubeNodeStore {
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
                             .remove(&name);
+                        self.writers
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&name);
+                        self.skipped_by_cilium
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&name);
                         self.publish(NodeEvent::Deleted(name));
                     }
                 }
@@ -158,6 +256,14 @@ impl KubeNodeStore {
                         *nodes = listed.clone();
                         gone
                     };
+                    self.writers
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .retain(|name, _| listed.contains_key(name));
+                    self.skipped_by_cilium
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .retain(|name| listed.contains_key(name));
                     for name in gone {
                         self.publish(NodeEvent::Deleted(name));
                     }
@@ -335,6 +441,7 @@ impl NodeStore for KubeNodeStore {
         for (body, is_status) in [(spec, false), (status, true)] {
             if let Some(body) = body {
                 let object = self.patch(name, &body, is_status).await?;
+                self.note_writers(&object);
                 latest = from_object(&object).map_err(backend)?;
             }
         }

@@ -1,10 +1,13 @@
 //! The operator's start-up steps, in order, as `/readyz` names them while
 //! they are waited for, and the readiness that follows them: once every
 //! step is done (or off), ready as `ipam_k8s::operator` defines it, unless
-//! the cloud refuses the provider's credentials (an operator that cannot
-//! call its cloud does not do its job: `/readyz` answers 503 until a call
-//! of the refused operation succeeds). The other cloud trouble is listed
-//! in `/readyz`'s body without failing it (`crate::serve`).
+//! another writer of the operator's CiliumNode fields is seen
+//! (`ipam_k8s::other_writers`: the engine does not write, and the reason
+//! names it) or the cloud refuses the provider's credentials (an operator
+//! that cannot call its cloud does not do its job: `/readyz` answers 503
+//! until a call of the refused operation succeeds). The other cloud
+//! trouble is listed in `/readyz`'s body without failing it
+//! (`crate::serve`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,6 +15,7 @@ use std::sync::Arc;
 use ipam_engine::CloudProblems;
 use ipam_health_http::startup::{Startup, Step, StepState};
 use ipam_health_http::Readiness;
+use ipam_k8s::other_writers::Pause;
 use tokio::sync::watch;
 
 use crate::error_text;
@@ -62,29 +66,39 @@ const LEADING_NOT_READY: &str =
 /// problem itself is listed below it).
 const UNAUTHORIZED: &str = "not ready: the cloud refuses the provider's credentials";
 
-/// `/readyz`: the start-up steps still waited for or failed, then refused
-/// credentials, then the operator's own readiness.
+/// `/readyz`: the start-up steps still waited for or failed, then another
+/// writer seen, then refused credentials, then the operator's own
+/// readiness.
 pub fn readiness(
     startup: Startup<StartStep>,
     ready: watch::Receiver<bool>,
+    pause: watch::Receiver<Option<Pause>>,
     problems: Arc<CloudProblems>,
 ) -> Readiness {
     Arc::new(move || {
         let unauthorized = problems.unauthorized(tokio::time::Instant::now());
+        let paused = pause.borrow().as_ref().map(Pause::reason);
         not_ready(
             startup.report().pending(),
+            paused,
             unauthorized.is_some(),
             *ready.borrow(),
         )
     })
 }
 
-fn not_ready(pending: Option<String>, unauthorized: bool, ready: bool) -> Option<String> {
-    match (pending, unauthorized, ready) {
-        (Some(pending), _, _) => Some(pending),
-        (None, true, _) => Some(UNAUTHORIZED.to_string()),
-        (None, false, true) => None,
-        (None, false, false) => Some(LEADING_NOT_READY.to_string()),
+fn not_ready(
+    pending: Option<String>,
+    paused: Option<String>,
+    unauthorized: bool,
+    ready: bool,
+) -> Option<String> {
+    match (pending, paused, unauthorized, ready) {
+        (Some(pending), _, _, _) => Some(pending),
+        (None, Some(paused), _, _) => Some(paused),
+        (None, None, true, _) => Some(UNAUTHORIZED.to_string()),
+        (None, None, false, true) => None,
+        (None, None, false, false) => Some(LEADING_NOT_READY.to_string()),
     }
 }
 
@@ -114,7 +128,7 @@ mod tests {
         let startup = Startup::<StartStep>::default();
         let pending = || startup.report().pending();
         assert_eq!(
-            not_ready(pending(), true, false).as_deref(),
+            not_ready(pending(), None, true, false).as_deref(),
             Some("waiting: provider module, credentials, etcd, kubernetes api, ciliumnode cache; failed: -")
         );
         startup.waiting(
@@ -124,7 +138,7 @@ mod tests {
         startup.done(StartStep::Credentials);
         startup.off(StartStep::Etcd);
         assert_eq!(
-            not_ready(pending(), false, true).as_deref(),
+            not_ready(pending(), Some("paused: ...".into()), false, true).as_deref(),
             Some("waiting: provider module (pulling oci://127.0.0.1:5000/p@sha256:ab), kubernetes api, ciliumnode cache; failed: -"),
             "the start-up decides before the operator's readiness"
         );
@@ -136,14 +150,25 @@ mod tests {
             startup.done(done);
         }
         assert_eq!(
-            not_ready(pending(), false, false).as_deref(),
+            not_ready(pending(), None, false, false).as_deref(),
             Some(LEADING_NOT_READY)
         );
-        assert_eq!(not_ready(pending(), false, true), None);
+        assert_eq!(not_ready(pending(), None, false, true), None);
         assert_eq!(
-            not_ready(pending(), true, true).as_deref(),
+            not_ready(pending(), None, true, true).as_deref(),
             Some(UNAUTHORIZED),
             "refused credentials fail a ready operator"
+        );
+        assert_eq!(
+            not_ready(
+                pending(),
+                Some("paused: cilium-operator-aws".into()),
+                true,
+                true
+            )
+            .as_deref(),
+            Some("paused: cilium-operator-aws"),
+            "another writer, before the rest"
         );
     }
 

@@ -3,8 +3,9 @@
 //! the operator and the agent; the module's pull secret and the egress CA
 //! mounted where the flags point; the pod network instead of the node's;
 //! scheduling, annotations, extra arguments and environment, update
-//! strategies and startup probes. `helm package` makes a chart that
-//! renders, and the notes printed after an install say what to check.
+//! strategies and startup probes; Cilium's namespace for the other-writer
+//! check. `helm package` makes a chart that renders, and the notes printed
+//! after an install say what to check.
 
 use std::ffi::OsStr;
 
@@ -402,4 +403,47 @@ fn the_packaged_chart_renders_and_its_notes_say_what_to_check() {
     ] {
         assert!(notes.contains(part), "{part:?} not in the notes:\n{notes}");
     }
+}
+
+#[test]
+fn cilium_elsewhere_moves_the_cilium_reader_role_and_tells_the_operator_without_a_kvstore() {
+    let objects = helm_template(&[]);
+    let role = find(&objects, "Role", "ipam-operator-cilium-reader");
+    assert_eq!(
+        get(role, "metadata.namespace").as_str(),
+        Some("kube-system")
+    );
+    let operator = get(operator_pod(&objects), "containers.0");
+    assert_eq!(env_of(operator, "IPAM_CILIUM_POD_NAMESPACE"), None);
+    assert_eq!(env_of(operator, "IPAM_OTHER_WRITER_IGNORE_MANAGERS"), None);
+
+    let file =
+        values("kvstore: {ciliumPodNamespace: cilium}\notherWriters: {ignoreManagers: []}\n");
+    let objects = helm_template(&[file.path()]);
+    for kind in ["Role", "RoleBinding"] {
+        let object = find(&objects, kind, "ipam-operator-cilium-reader");
+        assert_eq!(
+            get(object, "metadata.namespace").as_str(),
+            Some("cilium"),
+            "{kind}"
+        );
+    }
+    let binding = find(&objects, "RoleBinding", "ipam-operator-cilium-reader");
+    assert_eq!(
+        get(binding, "subjects.0.namespace").as_str(),
+        Some("kube-system"),
+        "the operator's ServiceAccount stays in the release's namespace"
+    );
+    let operator = get(operator_pod(&objects), "containers.0");
+    assert_eq!(
+        env_of(operator, "IPAM_CILIUM_POD_NAMESPACE"),
+        Some("cilium"),
+        "with no kvstore too"
+    );
+    assert!(env_of(operator, "IPAM_ETCD_ENDPOINTS").is_none());
+    assert_eq!(
+        env_of(operator, "IPAM_OTHER_WRITER_IGNORE_MANAGERS"),
+        Some(""),
+        "no manager ignored"
+    );
 }

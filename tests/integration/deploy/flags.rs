@@ -116,6 +116,12 @@ const OPERATOR: &[(&str, Reach)] = &[
             "io.cilium/cluster-name=prod,io.cilium/cilium-managed=true",
         ),
     ),
+    ("--other-writer-window-seconds", v("otherWriters.windowSeconds", "1025", "1025")),
+    (
+        "--other-writer-ignore-managers",
+        v("otherWriters.ignoreManagers", "[cilium-agent, kubectl-edit]", "cilium-agent,kubectl-edit"),
+    ),
+    ("--other-writer-poll-seconds", v("otherWriters.pollSeconds", "1026", "1026")),
     ("--leader-elect", v("leaderElection.enabled", "false", "false")),
     ("--lease-name", v("leaderElection.leaseName", "other-lease", "other-lease")),
     (

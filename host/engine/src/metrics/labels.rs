@@ -67,6 +67,13 @@ pub struct ProviderLabel {
     pub provider: String,
 }
 
+/// A Kubernetes field manager (or `cilium-operator` for Cilium's operator
+/// seen through its Lease).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ManagerLabel {
+    pub manager: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusalLabel {
     pub provider: String,

@@ -98,7 +98,9 @@ pub struct KvstoreArgs {
     #[arg(long, env = "IPAM_SYNCHRONIZE_K8S_NODES", default_value_t = true, action = clap::ArgAction::Set)]
     pub synchronize_k8s_nodes: bool,
     /// The namespace of cilium-agent's pods (Cilium's
-    /// --cilium-pod-namespace); empty: the operator's own.
+    /// --cilium-pod-namespace), also where Cilium's operator, its Lease and
+    /// cilium-config are looked for (another writer of the nodes' IPAM
+    /// fields); empty: the operator's own.
     #[arg(long, env = "IPAM_CILIUM_POD_NAMESPACE", default_value = "")]
     pub cilium_pod_namespace: String,
     /// cilium-agent's pod labels, key=value[,key=value] (Cilium's

@@ -3,6 +3,7 @@
 mod ipam_mode;
 mod kvstore_args;
 mod kvstore_duties;
+mod other_writer_args;
 mod plan;
 mod provider;
 mod registry_args;

@@ -20,6 +20,7 @@ use ipam_k8s::endpoint_gc::{EndpointGc, EndpointGcSettings};
 use ipam_k8s::leader_metrics::LeaderMetrics;
 use ipam_k8s::lease::{LeaderElection, LeaseConfig};
 use ipam_k8s::operator::Operator;
+use ipam_k8s::other_writers::{writing, OtherWriterWatch};
 use ipam_kvstore::heartbeat_metrics::HeartbeatMetrics;
 use ipam_provider_runtime::host_budget::OverBudget;
 use ipam_provider_runtime::{BudgetSink, CallLimits};
@@ -28,6 +29,7 @@ use tokio::sync::watch;
 use super::ipam_mode::{ipam_mode, IpamModeArg};
 use super::kvstore_args::KvstoreArgs;
 use super::kvstore_duties;
+use super::other_writer_args::OtherWriterArgs;
 use super::provider::trust_roots;
 use super::registry_args::RegistryArgs;
 use super::start::{start, Started};
@@ -264,6 +266,8 @@ pub struct RunArgs {
     pub register_crd: bool,
     #[command(flatten)]
     pub kvstore: KvstoreArgs,
+    #[command(flatten)]
+    pub other_writers: OtherWriterArgs,
     /// Seconds between rounds of the CiliumEndpoint GC (Cilium's
     /// --cilium-endpoint-gc-interval); 0 turns it off.
     #[arg(
@@ -372,6 +376,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let heartbeat_on = args.kvstore.enabled() && args.kvstore.kvstore_heartbeat;
     let startup = Startup::<StartStep>::default();
     let (ready_tx, ready) = watch::channel(false);
+    let (pause_tx, pause) = watch::channel(None);
     let (stop_tx, stop) = watch::channel(false);
     let until_stop = |mut stop: watch::Receiver<bool>| async move {
         let _ = stop.wait_for(|s| *s).await;
@@ -383,7 +388,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let server = tokio::spawn(serve(
         listener,
         endpoints(
-            readiness(startup.clone(), ready, problems.clone()),
+            readiness(startup.clone(), ready, pause.clone(), problems.clone()),
             problems.clone(),
             metrics.clone(),
             &duty_metrics,
@@ -415,6 +420,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     };
+    // Another writer of the nodes' fields is looked for before the engine
+    // may write (`writing` waits for its first look).
+    let cilium_namespace = match args.kvstore.cilium_pod_namespace.as_str() {
+        "" => args.lease_namespace.as_str(),
+        named => named,
+    };
+    let other_writers = OtherWriterWatch::new(
+        client.clone(),
+        store.clone(),
+        args.other_writers
+            .settings(store.field_manager(), cilium_namespace),
+        metrics.clone(),
+    );
+    let checked = other_writers.checked();
     let operator = Operator {
         store,
         cloud,
@@ -472,9 +491,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             None => until_stop(stop.clone()).await,
         }
     };
+    tokio::spawn(other_writers.run(leader.clone(), pause_tx, until_stop(stop.clone())));
     tokio::join!(
         campaign,
-        operator.lead(leader, &ready_tx, until_stop(stop.clone()))
+        operator.lead(
+            writing(leader, pause, checked),
+            &ready_tx,
+            until_stop(stop.clone())
+        )
     );
     duties.join().await;
     if let Some(store) = &kvstore {

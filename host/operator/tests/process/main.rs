@@ -11,3 +11,4 @@ mod private_registry;
 mod sigkill;
 mod startup;
 mod support;
+mod two_writers;

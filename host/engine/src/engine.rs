@@ -23,7 +23,9 @@ use tokio::time::Instant;
 use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::CloudError;
 use ipam_pool::backoff::failure_backoff;
+use ipam_pool::pool::count;
 use ipam_pool::schedule::{Requests, Schedule};
+use ipam_pool::{watermarks, NodeView};
 
 use crate::allocate::Step;
 use crate::clock::unix_now;
@@ -31,7 +33,6 @@ use crate::error::MaintainError;
 use crate::gc::{GcRound, LeakCollector};
 use crate::maintain::{Maintainer, NodePass};
 use crate::node_store::{NodeEvent, StoreError};
-use crate::plan::deficit;
 
 #[derive(Debug, Clone)]
 pub struct LoopSettings {
@@ -108,6 +109,14 @@ pub struct Engine {
     config: LoopSettings,
     gc: Arc<LeakCollector>,
     state: watch::Sender<EngineState>,
+}
+
+/// A node's deficit as its own fields show it: the scheduling priority
+/// (`plan` takes the nodes in the same order).
+pub(crate) fn deficit(node: &CiliumNode) -> u32 {
+    let available = count(node.spec.ipam.pool.len());
+    let used = count(node.status.ipam.used.len());
+    watermarks::needed(node.watermarks(), available, used)
 }
 
 /// An engine running on its own task until [`RunningEngine::stop`].

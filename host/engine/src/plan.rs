@@ -18,11 +18,11 @@ use std::time::Duration;
 use ipam_ciliumnode::CiliumNode;
 use ipam_cloud::{CloudApi, CloudError, Operation};
 use ipam_pool::pool::count;
-use ipam_pool::{watermarks, NodeView};
 use tokio::time::Instant;
 
 use crate::allocate::Step;
 use crate::clock::unix_now;
+use crate::engine::deficit;
 use crate::gc::{LeakCollector, LeakReview};
 use crate::instance_cache::InstanceCache;
 use crate::maintain::Maintainer;
@@ -157,14 +157,6 @@ pub enum PlanError {
     Cloud(#[from] CloudError),
     #[error("the nodes' copy: {0}")]
     Store(#[from] StoreError),
-}
-
-/// A node's deficit as its own fields show it: the engine's scheduling
-/// order.
-pub(crate) fn deficit(node: &CiliumNode) -> u32 {
-    let available = count(node.spec.ipam.pool.len());
-    let used = count(node.status.ipam.used.len());
-    watermarks::needed(node.watermarks(), available, used)
 }
 
 /// Plan every node of `nodes`, with `pending_pods` waiting on each (by

@@ -48,8 +48,9 @@ pub async fn read_cluster(client: Client) -> Result<ClusterSnapshot, SnapshotErr
             )),
         }
     }
+    // Only pending pods, as the store's watch selects them.
     for pod in pods
-        .list(&ListParams::default())
+        .list(&ListParams::default().fields("status.phase=Pending"))
         .await
         .map_err(SnapshotError::Pods)?
     {

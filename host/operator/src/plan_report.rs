@@ -279,7 +279,6 @@ impl PlanReport<'_> {
             "changes": counts_json(&by_operation(&calls)),
             "cost": costs,
             "readsMade": counts_json(&plan.reads),
-            "changesMade": 0,
         })
     }
 }
@@ -413,7 +412,6 @@ mod tests {
                 ["changes", "blocked", "failed", "changes", "adopted-as-is"]
             );
             assert_eq!(json["changes"], json!({"create-interface": 1}));
-            assert_eq!(json["changesMade"], json!(0));
             assert_eq!(json["cost"][0]["secondsBeyondBurst"], json!(2.0));
             assert_eq!(json["nodes"][0]["calls"][0]["addresses"], json!(3));
             assert_eq!(json["unreadable"][0]["name"], json!("broken"));

@@ -423,15 +423,16 @@ impl Allocator {
     pub async fn node_changed(&self, node: CiliumNode) {
         let pool = PoolIndex::new(&node);
         let (ranges, malformed) = crate::snat::vpc_ranges(&node);
-        if !malformed.is_empty() {
-            tracing::warn!(
-                ?malformed,
-                "VPC ranges in the CiliumNode that are not IPv4 CIDRs: left out of SNAT"
-            );
-        }
         self.vpc_ranges.send_if_modified(|current| {
             let changed = *current != ranges;
             if changed {
+                // Once per change, not on every echo of the agent's own patches.
+                if !malformed.is_empty() {
+                    tracing::warn!(
+                        ?malformed,
+                        "VPC ranges in the CiliumNode that are not IPv4 CIDRs: left out of SNAT"
+                    );
+                }
                 *current = ranges;
             }
             changed

@@ -16,6 +16,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ipam_pool::backoff::failure_backoff;
+
 use anyhow::Context;
 use ipam_health_http::startup::Startup;
 
@@ -52,46 +54,58 @@ async fn kube_client(cli: &Cli) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
-/// Retry `attempt` as `step` with backoff (1 s doubling to 30 s) until it
-/// succeeds, showing the last failure in `/readyz`: the API server or the
-/// metadata service may not be reachable yet when a node boots, nor the
-/// Node's provider id set. A failure is logged at warn when it differs from
-/// the one before (the same one again at debug, so a long wait is one line,
-/// not a line every 30 s).
+/// Retry `attempt` with backoff (1 s doubling to 30 s) until it succeeds;
+/// `failed` hears of each failure with the attempt's number and the wait
+/// before the next.
+async fn retry<T, E, F: std::future::Future<Output = Result<T, E>>>(
+    mut attempt: impl FnMut() -> F,
+    mut failed: impl FnMut(&E, u32, Duration),
+) -> (T, u32) {
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        match attempt().await {
+            Ok(value) => return (value, attempts),
+            Err(error) => {
+                let delay =
+                    failure_backoff(Duration::from_secs(1), Duration::from_secs(30), attempts);
+                failed(&error, attempts, delay);
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// Retry `attempt` as `step` until it succeeds ([`retry`]), showing the
+/// last failure in `/readyz`: the API server or the metadata service may
+/// not be reachable yet when a node boots, nor the Node's provider id set.
+/// A failure is logged at warn when it differs from the one before (the
+/// same one again at debug, so a long wait is one line, not a line every
+/// 30 s).
 async fn until_done<T, E: std::fmt::Display, F: std::future::Future<Output = Result<T, E>>>(
     startup: &Startup<AgentStep>,
     step: AgentStep,
     what: &str,
-    mut attempt: impl FnMut() -> F,
+    attempt: impl FnMut() -> F,
 ) -> T {
-    let mut delay = Duration::from_secs(1);
     let mut last = String::new();
-    let mut attempts = 0u32;
     startup.waiting(step, what);
-    loop {
-        attempts += 1;
-        match attempt().await {
-            Ok(value) => {
-                startup.done(step);
-                if attempts > 1 {
-                    tracing::info!(attempts, "{what}: done");
-                }
-                return value;
-            }
-            Err(error) => {
-                let text = error.to_string();
-                if text == last {
-                    tracing::debug!(%error, attempts, retry_in = ?delay, "{what}: still failing");
-                } else {
-                    tracing::warn!(%error, attempts, retry_in = ?delay, "{what}");
-                    last = text;
-                }
-                startup.waiting(step, format!("retrying in {delay:?}: {error}"));
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(30));
-            }
+    let (value, attempts) = retry(attempt, |error, attempts, delay| {
+        let text = error.to_string();
+        if text == last {
+            tracing::debug!(%error, attempts, retry_in = ?delay, "{what}: still failing");
+        } else {
+            tracing::warn!(%error, attempts, retry_in = ?delay, "{what}");
+            last = text;
         }
+        startup.waiting(step, format!("retrying in {delay:?}: {error}"));
+    })
+    .await;
+    startup.done(step);
+    if attempts > 1 {
+        tracing::info!(attempts, "{what}: done");
     }
+    value
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -366,18 +380,14 @@ async fn keep_snat(
     metrics: Arc<AgentMetrics>,
 ) {
     while ranges.changed().await.is_ok() {
-        let mut delay = Duration::from_secs(1);
-        loop {
-            let rules = snat::wanted(&ranges.borrow_and_update(), &exclude);
-            match apply_snat(&rules, &metrics) {
-                Ok(()) => break,
-                Err(error) => {
-                    tracing::warn!(%error, retry_in = ?delay, "writing the SNAT table");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(30));
-                }
-            }
-        }
+        retry(
+            || {
+                let rules = snat::wanted(&ranges.borrow_and_update(), &exclude);
+                std::future::ready(apply_snat(&rules, &metrics))
+            },
+            |error, _, delay| tracing::warn!(%error, retry_in = ?delay, "writing the SNAT table"),
+        )
+        .await;
     }
 }
 
@@ -390,44 +400,40 @@ async fn keep_conflist(
     take_over: bool,
     metrics: Arc<AgentMetrics>,
 ) {
-    let mut delay = Duration::from_secs(1);
-    loop {
-        match cni_conf_dir::install(&dir, &conflist, take_over) {
-            Ok(plan) => {
-                metrics.cni_conflist(plan.verdict.state());
-                for removed in &plan.remove {
-                    tracing::warn!(file = %dir.join(removed).display(), "a conflist of the agent's removed");
-                }
-                match plan.verdict {
-                    ConfVerdict::Installed => tracing::info!(
-                        file = %dir.join(&conflist.name).display(),
-                        "conflist installed: pods on this node get their addresses from the agent"
-                    ),
-                    ConfVerdict::Unchanged => tracing::info!(
-                        file = %dir.join(&conflist.name).display(),
-                        "conflist already installed"
-                    ),
-                    ConfVerdict::OtherNetwork { others } => tracing::warn!(
-                        ?others,
-                        dir = %dir.display(),
-                        "another network is configured on this node: the agent's conflist is not                          installed (--cni-take-over, chart value agent.cni.takeOver, to replace it)"
-                    ),
-                    ConfVerdict::NotFirst { ours, first_other } => tracing::warn!(
-                        ours,
-                        first_other,
-                        dir = %dir.display(),
-                        "told to take over, but the runtime would read {first_other} first:                          name the agent's conflist to sort before it (agent.cni.confName)"
-                    ),
-                }
-                return;
-            }
-            Err(error) => {
-                metrics.cni_conflist("failed");
-                tracing::warn!(%error, retry_in = ?delay, "installing the conflist");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(30));
-            }
-        }
+    let (plan, _) = retry(
+        || std::future::ready(cni_conf_dir::install(&dir, &conflist, take_over)),
+        |error, _, delay| {
+            metrics.cni_conflist("failed");
+            tracing::warn!(%error, retry_in = ?delay, "installing the conflist");
+        },
+    )
+    .await;
+    metrics.cni_conflist(plan.verdict.state());
+    for removed in &plan.remove {
+        tracing::warn!(file = %dir.join(removed).display(), "a conflist of the agent's removed");
+    }
+    match plan.verdict {
+        ConfVerdict::Installed => tracing::info!(
+            file = %dir.join(&conflist.name).display(),
+            "conflist installed: pods on this node get their addresses from the agent"
+        ),
+        ConfVerdict::Unchanged => tracing::info!(
+            file = %dir.join(&conflist.name).display(),
+            "conflist already installed"
+        ),
+        ConfVerdict::OtherNetwork { others } => tracing::warn!(
+            ?others,
+            dir = %dir.display(),
+            "another network is configured on this node: the agent's conflist is not \
+             installed (--cni-take-over, chart value agent.cni.takeOver, to replace it)"
+        ),
+        ConfVerdict::NotFirst { ours, first_other } => tracing::warn!(
+            ours,
+            first_other,
+            dir = %dir.display(),
+            "told to take over, but the runtime would read {first_other} first: \
+             name the agent's conflist to sort before it (agent.cni.confName)"
+        ),
     }
 }
 

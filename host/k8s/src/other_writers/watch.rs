@@ -145,9 +145,11 @@ impl OtherWriterWatch {
                     }
                 }
             }
+            // The engine hears of the pause before the Events go out: each
+            // Event is an API call, and the engine must not write meanwhile.
+            self.publish(&pause);
             let leading = *leader.borrow();
             self.announce(leading).await;
-            self.publish(&pause);
         }
     }
 

@@ -110,6 +110,15 @@ pub struct KvstoreArgs {
 }
 
 impl KvstoreArgs {
+    /// Cilium's namespace: `--cilium-pod-namespace`, else `default` (the
+    /// operator's own).
+    pub fn cilium_namespace<'a>(&'a self, default: &'a str) -> &'a str {
+        match self.cilium_pod_namespace.as_str() {
+            "" => default,
+            named => named,
+        }
+    }
+
     /// Whether an etcd was given at all.
     pub fn enabled(&self) -> bool {
         !self.etcd_endpoints.is_empty() || self.etcd_config.is_some()

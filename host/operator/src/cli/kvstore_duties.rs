@@ -74,10 +74,7 @@ pub fn start(
             let view = Arc::new(CiliumNodesView::new());
             tokio::spawn(view.clone().follow(client.clone()));
             let agents = Arc::new(AgentPodsView::new());
-            let agents_namespace = match args.cilium_pod_namespace.as_str() {
-                "" => namespace,
-                named => named,
-            };
+            let agents_namespace = args.cilium_namespace(namespace);
             tokio::spawn(agents.clone().follow(
                 client.clone(),
                 agents_namespace.to_string(),

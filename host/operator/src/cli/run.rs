@@ -422,10 +422,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // Another writer of the nodes' fields is looked for before the engine
     // may write (`writing` waits for its first look).
-    let cilium_namespace = match args.kvstore.cilium_pod_namespace.as_str() {
-        "" => args.lease_namespace.as_str(),
-        named => named,
-    };
+    let cilium_namespace = args.kvstore.cilium_namespace(&args.lease_namespace);
     let other_writers = OtherWriterWatch::new(
         client.clone(),
         store.clone(),

@@ -77,21 +77,9 @@ fn instance_changed_under_us(error: &CloudError) -> bool {
     matches!(error.provider_error(), Some(ProviderError::Conflict(_)))
 }
 
-/// One allocation step for `node`.
-pub async fn allocate_step(
-    cloud: &dyn CloudApi,
-    cache: &InstanceCache,
-    settings: &MaintenanceSettings,
-    node: &CiliumNode,
-    pending_pods: u32,
-) -> Result<Step, CloudError> {
-    let mut attempt = None;
-    attempt_step(cloud, cache, settings, node, pending_pods, &mut attempt).await
-}
-
-/// [`allocate_step`], telling in `attempt` the mutation it made, if any
-/// (set even when the step fails).
-pub(crate) async fn attempt_step(
+/// One allocation step for `node`, telling in `attempt` the mutation it
+/// made, if any (set even when the step fails).
+pub(crate) async fn allocate_step(
     cloud: &dyn CloudApi,
     cache: &InstanceCache,
     settings: &MaintenanceSettings,

@@ -28,7 +28,7 @@ mod publish;
 pub mod release;
 pub mod trouble;
 
-pub use allocate::{allocate_step, Step};
+pub use allocate::Step;
 pub use engine::{Engine, EngineError, EngineState, LoopSettings, RunningEngine};
 pub use error::MaintainError;
 pub use gc::{GcRound, LeakCollector};

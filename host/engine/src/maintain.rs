@@ -15,7 +15,7 @@ use ipam_pool::room::{room, Room};
 use ipam_pool::{watermarks, NodeView};
 use tokio::time::Instant;
 
-use crate::allocate::{attempt_step, Attempt, Step};
+use crate::allocate::{allocate_step, Attempt, Step};
 use crate::error::MaintainError;
 use crate::figures::{FigureBook, NodeFigures};
 use crate::instance_cache::InstanceCache;
@@ -212,7 +212,7 @@ impl Maintainer {
         let mut steps = Vec::new();
         for _ in 0..parts.settings.max_steps.max(1) {
             let mut attempt = None;
-            let result = attempt_step(
+            let result = allocate_step(
                 parts.cloud.as_ref(),
                 &parts.cache,
                 &parts.settings,

@@ -54,6 +54,12 @@ pub mod step_type {
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// Cilium's buckets for cloud API calls and trigger runs, in seconds.
+const CILIUM_BUCKETS: [f64; 23] = [
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
+
 fn seconds_histogram() -> Histogram {
     // 1 ms .. ~33 s: cloud calls, and waits for a rate limit.
     Histogram::new(exponential_buckets(0.001, 2.0, 16))

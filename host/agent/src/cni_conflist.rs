@@ -71,10 +71,7 @@ pub fn check(bytes: &[u8]) -> Result<Conflist, ConflistError> {
                 .ok_or(ConflistError::BadPlugin { index })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let serves_ipam = plugins
-        .iter()
-        .any(|plugin| plugin.pointer("/ipam/type").and_then(Value::as_str) == Some(IPAM_TYPE));
-    if !serves_ipam {
+    if !plugins.iter().any(names_ipam_cni) {
         return Err(ConflistError::NoIpamCni);
     }
     Ok(Conflist {
@@ -82,6 +79,11 @@ pub fn check(bytes: &[u8]) -> Result<Conflist, ConflistError> {
         cni_version,
         plugin_types,
     })
+}
+
+/// A plugin that takes its addresses from `ipam-cni`.
+fn names_ipam_cni(plugin: &Value) -> bool {
+    plugin.pointer("/ipam/type").and_then(Value::as_str) == Some(IPAM_TYPE)
 }
 
 /// Whether a configuration file of the node's directory is this agent's:
@@ -92,8 +94,6 @@ pub fn is_agents(bytes: &[u8]) -> bool {
     let Ok(document) = serde_json::from_slice::<Value>(bytes) else {
         return false;
     };
-    let names_ipam_cni =
-        |plugin: &Value| plugin.pointer("/ipam/type").and_then(Value::as_str) == Some(IPAM_TYPE);
     match document.get("plugins").and_then(Value::as_array) {
         Some(plugins) => plugins.iter().any(names_ipam_cni),
         None => names_ipam_cni(&document),

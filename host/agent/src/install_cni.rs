@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 use crate::cni_conflist::{self, Conflist, ConflistError, IPAM_TYPE};
 
-/// Where the plugin and the conflist go; every flag has its environment
-/// variable, as a DaemonSet sets them.
+/// Where the plugin and the conflist go. The DaemonSets pass flags; every
+/// flag also has its environment variable.
 #[derive(Debug, Clone, clap::Args)]
 pub struct InstallCniArgs {
     /// The statically linked `ipam-cni` plugin to install (the image's);

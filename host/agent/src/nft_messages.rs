@@ -96,7 +96,8 @@ pub struct Batch {
     pub acked: Vec<(u32, String)>,
 }
 
-/// Attributes being written, with the start of each open nest.
+/// Attributes being written (a nest's start is kept by the call that
+/// opens it).
 struct Attributes {
     bytes: Vec<u8>,
 }
@@ -205,15 +206,20 @@ impl BatchWriter {
         self.batch
     }
 
-    /// The table made if absent, then deleted: what follows starts from
-    /// nothing, whether the table was there or not.
-    fn drop_table(&mut self) {
+    /// The table made if absent.
+    fn new_table(&mut self) {
         self.nft(
             NFT_MSG_NEWTABLE,
             NLM_F_CREATE,
             format!("creating table ip {TABLE}"),
             |a| a.string(NFTA_TABLE_NAME, TABLE),
         );
+    }
+
+    /// The table made if absent, then deleted: what follows starts from
+    /// nothing, whether the table was there or not.
+    fn drop_table(&mut self) {
+        self.new_table();
         self.nft(
             NFT_MSG_DELTABLE,
             0,
@@ -276,12 +282,7 @@ fn matches_range(list: &mut Attributes, offset: u32, range: &Ipv4Net) {
 pub fn replace_table(rules: &SnatRules, first_seq: u32) -> Batch {
     let mut batch = BatchWriter::new(first_seq);
     batch.drop_table();
-    batch.nft(
-        NFT_MSG_NEWTABLE,
-        NLM_F_CREATE,
-        format!("creating table ip {TABLE}"),
-        |a| a.string(NFTA_TABLE_NAME, TABLE),
-    );
+    batch.new_table();
     batch.nft(
         NFT_MSG_NEWCHAIN,
         NLM_F_CREATE,
